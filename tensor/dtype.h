@@ -1,0 +1,97 @@
+#pragma once
+// Element types and the rules that combine them.
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor/error.h"
+
+namespace phasor {
+
+enum class DType : uint8_t { Bool, Int64, Float32, Float64, Complex64, Complex128 };
+
+using c64 = std::complex<float>;
+using c128 = std::complex<double>;
+
+constexpr size_t itemsize(DType t) {
+  switch (t) {
+    case DType::Bool: return 1;
+    case DType::Int64: return 8;
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Complex64: return 8;
+    case DType::Complex128: return 16;
+  }
+  return 0;
+}
+const char* dtype_name(DType t);
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+constexpr bool is_complex(DType t) { return t == DType::Complex64 || t == DType::Complex128; }
+constexpr bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+constexpr bool is_inexact(DType t) { return is_complex(t) || is_floating(t); }
+
+// complex64 -> float32, complex128 -> float64; real types map to themselves.
+constexpr DType real_dtype(DType t) {
+  return t == DType::Complex64 ? DType::Float32 : t == DType::Complex128 ? DType::Float64 : t;
+}
+// float32 -> complex64, float64 -> complex128, complex types map to themselves.
+DType complex_dtype(DType t);
+
+// Type promotion as in NumPy/PyTorch: bool < int64 < float32 < float64, and
+// real -> complex keeping the wider precision (float64 with complex64 gives complex128).
+DType promote(DType a, DType b);
+
+template <class T> struct dtype_of_t;
+template <> struct dtype_of_t<bool> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of_t<int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct dtype_of_t<float> { static constexpr DType value = DType::Float32; };
+template <> struct dtype_of_t<double> { static constexpr DType value = DType::Float64; };
+template <> struct dtype_of_t<c64> { static constexpr DType value = DType::Complex64; };
+template <> struct dtype_of_t<c128> { static constexpr DType value = DType::Complex128; };
+template <class T> constexpr DType dtype_of = dtype_of_t<T>::value;
+
+template <class T> struct is_complex_t : std::false_type {};
+template <class R> struct is_complex_t<std::complex<R>> : std::true_type {};
+template <class T> constexpr bool is_complex_v = is_complex_t<T>::value;
+
+template <class T> struct real_of_t { using type = T; };
+template <class R> struct real_of_t<std::complex<R>> { using type = R; };
+template <class T> using real_of = typename real_of_t<T>::type;
+
+// Calls f.template operator()<T>() with the C++ type of `t`:
+//   dispatch(t, [&]<class T>() { ... });
+template <class F>
+decltype(auto) dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::Bool: return f.template operator()<bool>();
+    case DType::Int64: return f.template operator()<int64_t>();
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Complex64: return f.template operator()<c64>();
+    case DType::Complex128: return f.template operator()<c128>();
+  }
+  fail("dispatch: invalid dtype");
+}
+// The same over the inexact types only; `op` names the caller in the error.
+template <class F>
+decltype(auto) dispatch_inexact(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Complex64: return f.template operator()<c64>();
+    case DType::Complex128: return f.template operator()<c128>();
+    default: fail(op, ": not defined for dtype ", dtype_name(t));
+  }
+}
+template <class F>
+decltype(auto) dispatch_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    default: fail(op, ": not defined for dtype ", dtype_name(t), " (real floating dtypes only)");
+  }
+}
+
+}  // namespace phasor

@@ -1,0 +1,111 @@
+#pragma once
+// Shapes and strides: a small inline vector (no heap allocation per tensor).
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <vector>
+
+#include "tensor/error.h"
+
+namespace phasor {
+
+constexpr int kMaxDims = 8;
+
+class Dims {
+ public:
+  Dims() = default;
+  Dims(std::initializer_list<int64_t> values) { assign(values.begin(), values.end()); }
+  explicit Dims(const std::vector<int64_t>& values) { assign(values.begin(), values.end()); }
+  static Dims filled(int n, int64_t value) {
+    Dims d;
+    d.resize(n, value);
+    return d;
+  }
+
+  int size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int64_t& operator[](int i) { return data_[i]; }
+  int64_t operator[](int i) const { return data_[i]; }
+  int64_t back() const { return data_[size_ - 1]; }
+  const int64_t* begin() const { return data_.data(); }
+  const int64_t* end() const { return data_.data() + size_; }
+  int64_t* begin() { return data_.data(); }
+  int64_t* end() { return data_.data() + size_; }
+
+  void push_back(int64_t v) {
+    PHASOR_CHECK(size_ < kMaxDims, "tensors have at most ", kMaxDims, " dimensions");
+    data_[size_++] = v;
+  }
+  void insert(int pos, int64_t v) {
+    push_back(0);
+    for (int i = size_ - 1; i > pos; --i) data_[i] = data_[i - 1];
+    data_[pos] = v;
+  }
+  void erase(int pos) {
+    for (int i = pos; i + 1 < size_; ++i) data_[i] = data_[i + 1];
+    --size_;
+  }
+  void resize(int n, int64_t fill = 0) {
+    PHASOR_CHECK(n >= 0 && n <= kMaxDims, "tensors have at most ", kMaxDims, " dimensions, got ", n);
+    for (int i = size_; i < n; ++i) data_[i] = fill;
+    size_ = n;
+  }
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < size_; ++i) n *= data_[i];
+    return n;
+  }
+  friend bool operator==(const Dims& a, const Dims& b) {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator!=(const Dims& a, const Dims& b) { return !(a == b); }
+
+ private:
+  template <class It>
+  void assign(It first, It last) {
+    size_ = 0;
+    for (; first != last; ++first) push_back(*first);
+  }
+  std::array<int64_t, kMaxDims> data_{};
+  int size_ = 0;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Dims& d) {
+  os << '[';
+  for (int i = 0; i < d.size(); ++i) os << (i ? ", " : "") << d[i];
+  return os << ']';
+}
+
+// Row-major strides of a shape, in elements.
+inline Dims contiguous_strides(const Dims& shape) {
+  Dims s = Dims::filled(shape.size(), 1);
+  for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  return s;
+}
+
+// Normalises a possibly negative dim against `ndim`; `op` names the caller.
+inline int wrap_dim(int64_t dim, int ndim, const char* op) {
+  const int64_t n = std::max(ndim, 1);
+  PHASOR_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim, " dims");
+  return static_cast<int>(dim < 0 ? dim + n : dim);
+}
+
+// NumPy broadcasting of two shapes.
+inline Dims broadcast_shapes(const Dims& a, const Dims& b, const char* op) {
+  const int n = std::max(a.size(), b.size());
+  Dims out = Dims::filled(n, 1);
+  for (int i = 0; i < n; ++i) {
+    const int ia = a.size() - n + i, ib = b.size() - n + i;
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    PHASOR_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i,
+                 ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace phasor

@@ -1,0 +1,46 @@
+#pragma once
+// Storage: one allocation on one device, shared by every view of it.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/device.h"
+
+namespace phasor {
+
+// Each device registers one allocator; the CPU one is built in, the CUDA
+// backend installs its caching allocator when it is linked and a GPU exists.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+};
+Allocator* allocator_for(Device device);
+void register_allocator(DeviceType type, Allocator* allocator);
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  // Bumped by every in-place write; autograd compares it with the version a
+  // saved tensor had when it was saved.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  uint64_t version_ = 0;
+};
+
+}  // namespace phasor
