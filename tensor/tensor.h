@@ -103,6 +103,7 @@ struct AutogradMeta {
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<Node> grad_fn;  // null for leaves
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that writes .grad
   Tensor grad;
 };
 

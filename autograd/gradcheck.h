@@ -1,0 +1,32 @@
+#pragma once
+// Finite-difference checking of gradients, for users' own functions too.
+//
+// Inputs must be float64 or complex128. Every real scalar of every input that
+// requires grad is perturbed (real and imaginary parts separately); every real
+// scalar of the output (real and imaginary parts of complex outputs) is
+// differentiated with backward. The full Jacobians are compared.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace phasor {
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-7;
+  double rtol = 1e-5;
+};
+
+struct GradcheckResult {
+  bool ok = true;
+  double worst_error = 0.0;  // |analytic - numeric| - (atol + rtol |numeric|), worst entry
+  std::string message;       // names the worst entry when !ok
+};
+
+using TensorFunction = std::function<Tensor(const std::vector<Tensor>&)>;
+
+GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+}  // namespace phasor

@@ -1,0 +1,99 @@
+#pragma once
+// The tape: a graph of Nodes, one per recorded op, each with exactly one output.
+//
+// A Node turns the gradient of its output into gradients of its inputs. It
+// keeps what its backward needs (saved tensors, captured in the closure) and
+// the shape/dtype of each input, so formulas can ignore broadcasting and
+// real/complex promotion: the engine sums broadcast dims away and takes the
+// real part for real inputs (the convention of DESIGN.md).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace phasor {
+
+struct InputInfo {
+  std::shared_ptr<Node> node;  // where this input's gradient goes; null if it needs none
+  Dims shape;
+  DType dtype;
+};
+
+class Node {
+ public:
+  explicit Node(std::string name) : name_(std::move(name)) {}
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::vector<InputInfo>& inputs() const { return inputs_; }
+  void add_input(const Tensor& input);
+
+  // Gradients of the inputs (undefined where an input needs none), raw:
+  // the engine adapts shape and dtype.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  // Frees saved tensors after a backward without retain_graph.
+  virtual void release() {}
+  virtual bool is_accumulator() const { return false; }
+
+  // Non-leaf tensors that asked to keep their .grad (retain_grad()).
+  std::vector<std::weak_ptr<TensorImpl>> retained_outputs;
+
+ private:
+  std::string name_;
+  std::vector<InputInfo> inputs_;
+};
+
+// The node of an op: its backward is a closure over what it saved.
+class FunctionNode final : public Node {
+ public:
+  using Backward = std::function<std::vector<Tensor>(const Tensor& grad)>;
+  FunctionNode(std::string name, Backward backward) : Node(std::move(name)), backward_(std::move(backward)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  void release() override {
+    backward_ = nullptr;
+    released_ = true;
+  }
+
+ private:
+  Backward backward_;
+  bool released_ = false;
+};
+
+// The sink of a leaf: adds the incoming gradient into leaf.grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  bool is_accumulator() const override { return true; }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// A tensor saved for backward. get() refuses if it was modified in place since.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  Tensor get() const;
+  bool defined() const { return tensor_.defined(); }
+
+ private:
+  Tensor tensor_;  // detached: saving never creates a reference cycle
+  uint64_t version_ = 0;
+};
+
+// Records `out` as the result of op `name` on `inputs` when grad mode is on and
+// any input requires grad; returns `out` (now carrying its grad_fn).
+Tensor record(const char* name, const Tensor& out, std::initializer_list<Tensor> inputs, FunctionNode::Backward backward);
+Tensor record(const char* name, const Tensor& out, const std::vector<Tensor>& inputs, FunctionNode::Backward backward);
+bool any_requires_grad(std::initializer_list<Tensor> inputs);
+
+// Runs backward from `roots` seeded with `grads` (the engine).
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
+
+}  // namespace phasor

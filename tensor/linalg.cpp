@@ -1,0 +1,139 @@
+// Batched matrix multiply on OpenBLAS. Transposes and conjugate-transposes
+// are passed to BLAS as flags (never materialised); an operand is copied only
+// when its last two dims have no unit stride at all.
+#include <cblas.h>
+
+#include "tensor/ops.h"
+
+namespace phasor::ops {
+
+namespace {
+
+// One operand as BLAS sees it: logical op(X) is rows x cols.
+struct GemmOperand {
+  Tensor t;          // the (possibly copied) tensor, last two dims = stored matrix
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+};
+
+const char* op_name(MatOp op) {
+  return op == MatOp::None ? "" : op == MatOp::Transpose ? "^T" : "^H";
+}
+
+// Chooses the BLAS flag for op(X) given X's strides; copies X if neither
+// dim has unit stride, or if the combination would need a conjugate without transpose.
+GemmOperand as_gemm_operand(Tensor x, MatOp op) {
+  auto row_major = [&] { return x.stride(-1) == 1 && (x.stride(-2) >= std::max<int64_t>(1, x.size(-1)) || x.size(-2) == 1); };
+  auto col_major = [&] { return x.stride(-2) == 1 && (x.stride(-1) >= std::max<int64_t>(1, x.size(-2)) || x.size(-1) == 1); };
+  if (row_major()) {
+    const CBLAS_TRANSPOSE t = op == MatOp::None ? CblasNoTrans : op == MatOp::Transpose ? CblasTrans : CblasConjTrans;
+    return {x, t, x.size(-2) == 1 ? std::max<int64_t>(1, x.size(-1)) : x.stride(-2)};
+  }
+  if (col_major() && op != MatOp::ConjTranspose) {
+    // X stored column-major is X^T row-major: flip the flag.
+    return {x, op == MatOp::None ? CblasTrans : CblasNoTrans, x.size(-1) == 1 ? std::max<int64_t>(1, x.size(-2)) : x.stride(-1)};
+  }
+  x = contiguous(x);
+  const CBLAS_TRANSPOSE t = op == MatOp::None ? CblasNoTrans : op == MatOp::Transpose ? CblasTrans : CblasConjTrans;
+  return {x, t, std::max<int64_t>(1, x.size(-1))};
+}
+
+template <class T>
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+  } else if constexpr (std::is_same_v<T, c64>) {
+    const c64 one(1), zero(0);
+    cblas_cgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc);
+  } else {
+    const c128 one(1), zero(0);
+    cblas_zgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc);
+  }
+}
+
+// Byte offsets of each batch item of `t` for the broadcast batch shape.
+std::vector<int64_t> batch_offsets(const Tensor& t, const Dims& batch) {
+  const int lead = batch.size() - (t.dim() - 2);
+  std::vector<int64_t> offsets(static_cast<size_t>(batch.numel()), 0);
+  Dims index = Dims::filled(batch.size(), 0);
+  for (auto& off : offsets) {
+    int64_t o = 0;
+    for (int i = lead; i < batch.size(); ++i) o += (t.size(i - lead) == 1 ? 0 : index[i]) * t.stride(i - lead);
+    off = o;
+    for (int i = batch.size() - 1; i >= 0; --i) {
+      if (++index[i] < batch[i]) break;
+      index[i] = 0;
+    }
+  }
+  return offsets;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
+  PHASOR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: 0-d operands (shapes ", a_in.shape(), " and ", b_in.shape(), ")");
+  PHASOR_CHECK(a_in.device() == b_in.device(), "matmul: devices differ (", a_in.device(), " and ", b_in.device(), ")");
+  // 1-d operands act as a row (a) or a column (b) vector, as in NumPy.
+  const bool a_vec = a_in.dim() == 1, b_vec = b_in.dim() == 1;
+  Tensor a = a_vec ? unsqueeze(a_in, 0) : a_in;
+  Tensor b = b_vec ? unsqueeze(b_in, 1) : b_in;
+  const DType dt = promote(a.dtype(), b.dtype());
+  PHASOR_CHECK(is_inexact(dt), "matmul: not defined for dtype ", dt);
+  a = to(a, dt);
+  b = to(b, dt);
+  const bool ta = op_a != MatOp::None, tb = op_b != MatOp::None;
+  const int64_t m = ta ? a.size(-1) : a.size(-2), k = ta ? a.size(-2) : a.size(-1);
+  const int64_t kb = tb ? b.size(-1) : b.size(-2), n = tb ? b.size(-2) : b.size(-1);
+  PHASOR_CHECK(k == kb, "matmul: inner dimensions differ: ", a_in.shape(), op_name(op_a), " x ", b_in.shape(), op_name(op_b),
+               " (", k, " vs ", kb, ")");
+  Dims a_batch, b_batch;
+  for (int i = 0; i + 2 < a.dim(); ++i) a_batch.push_back(a.size(i));
+  for (int i = 0; i + 2 < b.dim(); ++i) b_batch.push_back(b.size(i));
+  const Dims batch = broadcast_shapes(a_batch, b_batch, "matmul");
+
+  // A batch of a's times a single b: fold a's batch into M (one big GEMM).
+  if (b_batch.empty() && !ta && a.dim() > 2 && a.is_contiguous()) {
+    Dims out_shape = batch;
+    out_shape.push_back(m);
+    out_shape.push_back(n);
+    Tensor flat = matmul(reshape(a, Dims{-1, k}), b, MatOp::None, op_b);
+    Tensor out = reshape(flat, out_shape);
+    return b_vec ? squeeze(out, -1) : out;
+  }
+
+  Dims out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = empty(out_shape, dt, a.device());
+  if (out.numel() > 0) {
+    if (k == 0) {
+      fill_(out, 0.0);
+    } else {
+      const GemmOperand ga = as_gemm_operand(a, op_a), gb = as_gemm_operand(b, op_b);
+      const auto ao = batch_offsets(ga.t, batch), bo = batch_offsets(gb.t, batch);
+      dispatch_inexact(dt, "matmul", [&]<class T>() {
+        const T* pa = ga.t.template data<T>();
+        const T* pb = gb.t.template data<T>();
+        T* pc = out.data<T>();
+        for (size_t i = 0; i < ao.size(); ++i)
+          gemm<T>(ga.trans, gb.trans, m, n, k, pa + ao[i], ga.ld, pb + bo[i], gb.ld, pc + static_cast<int64_t>(i) * m * n, n);
+      });
+    }
+  }
+  if (a_vec) out = squeeze(out, -2);
+  if (b_vec) out = squeeze(out, -1);
+  return out;
+}
+
+Tensor matmul_real_part_conj(const Tensor& a, const Tensor& b) {
+  PHASOR_CHECK(is_floating(a.dtype()) && is_floating(b.dtype()), "matmul_real_part_conj: expects real tensors holding (re, im) pairs, got ",
+               a.dtype(), " and ", b.dtype());
+  PHASOR_CHECK(a.size(-1) % 2 == 0, "matmul_real_part_conj: last dim must hold (re, im) pairs, got shape ", a.shape());
+  // Re(sum_j a_j conj(b_j)) = sum_j (a_re b_re + a_im b_im): an ordinary real a b^T.
+  return matmul(a, b, MatOp::None, MatOp::Transpose);
+}
+
+}  // namespace phasor::ops

@@ -1,0 +1,151 @@
+// The Tensor handle, creation and printing.
+#include "tensor/tensor.h"
+
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "tensor/ops.h"
+
+namespace phasor {
+
+const Dims& Tensor::shape() const {
+  PHASOR_CHECK(defined(), "use of an undefined tensor");
+  return impl_->shape;
+}
+const Dims& Tensor::strides() const { return impl_->strides; }
+int64_t Tensor::offset() const { return impl_->offset; }
+DType Tensor::dtype() const {
+  PHASOR_CHECK(defined(), "use of an undefined tensor");
+  return impl_->dtype;
+}
+Device Tensor::device() const { return impl_->storage->device(); }
+const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(itemsize(impl_->dtype));
+}
+
+bool Tensor::is_contiguous() const {
+  const Dims& s = shape();
+  int64_t expected = 1;
+  for (int i = s.size() - 1; i >= 0; --i) {
+    if (s[i] != 1 && strides()[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+Tensor empty(const Dims& shape, DType dtype, Device device) {
+  for (int64_t d : shape) PHASOR_CHECK(d >= 0, "empty: negative dimension in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * itemsize(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor full(const Dims& shape, c128 value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  ops::fill_(t, value);
+  return t;
+}
+Tensor zeros(const Dims& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Dims& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor scalar_tensor(c128 value, DType dtype, Device device) { return full(Dims{}, value, dtype, device); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  PHASOR_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(end), "arange: invalid range start=", start,
+               " end=", end, " step=", step);
+  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((end - start) / step)));
+  Tensor t = empty(Dims{n}, dtype);
+  dispatch(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<real_of<T>>(start + static_cast<double>(i) * step));
+  });
+  return t;
+}
+
+Tensor from_blob(const void* data, const Dims& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  if (t.nbytes()) std::memcpy(t.raw_data(), data, t.nbytes());
+  return t;
+}
+
+Tensor as_strided(const Tensor& t, const Dims& shape, const Dims& strides, int64_t offset) {
+  PHASOR_CHECK(shape.size() == strides.size(), "as_strided: shape ", shape, " and strides ", strides, " differ in rank");
+  int64_t last = offset;  // index of the furthest element the view can reach
+  for (int i = 0; i < shape.size(); ++i) {
+    PHASOR_CHECK(shape[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in ", shape, " / ", strides);
+    last += std::max<int64_t>(shape[i] - 1, 0) * strides[i];
+  }
+  const auto capacity = static_cast<int64_t>(t.storage()->nbytes() / itemsize(t.dtype()));
+  PHASOR_CHECK(offset >= 0 && (shape.numel() == 0 ? offset <= capacity : last < capacity), "as_strided: view ", shape,
+               " strides ", strides, " offset ", offset, " exceeds the storage of ", capacity, " elements");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+// ---- printing ----
+namespace {
+template <class T>
+void print_value(std::ostream& os, T v) {
+  if constexpr (is_complex_v<T>) {
+    os << v.real() << (v.imag() < 0 || std::signbit(v.imag()) ? "-" : "+") << std::abs(v.imag()) << "i";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    os << (v ? "true" : "false");
+  } else {
+    os << v;
+  }
+}
+
+template <class T>
+void print_rec(std::ostream& os, const T* base, const Dims& shape, const Dims& strides, int dim, int64_t offset) {
+  if (dim == shape.size()) {
+    print_value(os, base[offset]);
+    return;
+  }
+  os << '[';
+  const int64_t n = shape[dim], limit = 6;
+  for (int64_t i = 0; i < n; ++i) {
+    if (n > 2 * limit && i == limit) {
+      os << "..., ";
+      i = n - limit;
+    }
+    if (i) os << (dim + 1 == shape.size() ? ", " : ",\n" + std::string(dim + 1, ' '));
+    print_rec(os, base, shape, strides, dim + 1, offset + i * strides[dim]);
+  }
+  os << ']';
+}
+}  // namespace
+
+std::string Tensor::to_string() const {
+  std::ostringstream os;
+  os << *this;
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "tensor(undefined)";
+  const Tensor host = t.device().is_cpu() ? t : t.to(kCPU);
+  os << "tensor(";
+  std::ios_base::fmtflags flags(os.flags());
+  os << std::setprecision(6);
+  dispatch(host.dtype(), [&]<class T>() {
+    const T* base = static_cast<const T*>(host.storage()->data());
+    print_rec(os, base, host.shape(), host.strides(), 0, host.offset());
+  });
+  os.flags(flags);
+  return os << ", shape=" << t.shape() << ", dtype=" << t.dtype() << ")";
+}
+
+}  // namespace phasor

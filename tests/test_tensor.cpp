@@ -1,0 +1,231 @@
+// Engine core: creation, views, broadcasting, promotion, reductions, matmul, indexing, errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <complex>
+
+#include "phasor.h"
+
+using namespace phasor;
+
+namespace {
+template <class T>
+void check_close(const std::vector<T>& got, const std::vector<T>& want, double tol = 1e-6) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= tol);
+}
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+// Naive reference matmul on row-major [m,k] x [k,n].
+template <class T>
+std::vector<T> naive_matmul(const std::vector<T>& a, const std::vector<T>& b, int64_t m, int64_t k, int64_t n) {
+  std::vector<T> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) c[i * n + j] += a[i * k + p] * b[p * n + j];
+  return c;
+}
+}  // namespace
+
+TEST_CASE("creation and dtypes") {
+  CHECK(zeros({2, 3}).numel() == 6);
+  CHECK(ones({2}, DType::Complex64).to_vector<c64>() == std::vector<c64>{1.0f, 1.0f});
+  CHECK(arange(0, 5).to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4});
+  CHECK(full({2}, 2.5, DType::Float64).to_vector<double>() == std::vector<double>{2.5, 2.5});
+  CHECK(from_vector<int>({1, 2, 3}).dtype() == DType::Int64);
+  CHECK(promote(DType::Float64, DType::Complex64) == DType::Complex128);
+  CHECK(promote(DType::Int64, DType::Float32) == DType::Float32);
+  CHECK(promote(DType::Bool, DType::Int64) == DType::Int64);
+}
+
+TEST_CASE("views share storage and writes are seen by the base") {
+  Tensor base = arange(0, 12).reshape({3, 4});
+  Tensor t = base.transpose(0, 1);
+  CHECK(t.shape() == Dims{4, 3});
+  CHECK(!t.is_contiguous());
+  CHECK(t.same_storage(base));
+  ops::fill_(ops::select(t, 0, 1), 100.0);  // column 1 of base
+  CHECK(base.to_vector<float>() == std::vector<float>{0, 100, 2, 3, 4, 100, 6, 7, 8, 100, 10, 11});
+  Tensor n = base.narrow(1, 1, 2);
+  CHECK(n.to_vector<float>() == std::vector<float>{100, 2, 100, 6, 100, 10});
+  CHECK(base.unsqueeze(0).shape() == Dims{1, 3, 4});
+  CHECK(base.unsqueeze(0).squeeze(0).shape() == Dims{3, 4});
+  CHECK(base.flatten().shape() == Dims{12});
+  CHECK(base.permute({1, 0}).contiguous().to_vector<float>() == t.contiguous().to_vector<float>());
+  Tensor e = from_vector<float>({1, 2}).reshape({2, 1}).expand({2, 3});
+  CHECK(e.stride(1) == 0);
+  CHECK(e.contiguous().to_vector<float>() == std::vector<float>{1, 1, 1, 2, 2, 2});
+  CHECK(base.contiguous().same_storage(base));  // no copy when already row-major
+}
+
+TEST_CASE("view_as_real and view_as_complex are zero-copy both ways") {
+  Tensor z = from_vector<c64>({{1, 2}, {3, 4}});
+  Tensor r = view_as_real(z);
+  CHECK(r.shape() == Dims{2, 2});
+  CHECK(r.same_storage(z));
+  CHECK(r.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  Tensor back = view_as_complex(r);
+  CHECK(back.same_storage(z));
+  ops::fill_(ops::select(r, 1, 1), 9.0);  // imaginary parts
+  CHECK(z.to_vector<c64>() == std::vector<c64>{{1, 9}, {3, 9}});
+  CHECK(real(z).to_vector<float>() == std::vector<float>{1, 3});
+  CHECK(imag(z).to_vector<float>() == std::vector<float>{9, 9});
+}
+
+TEST_CASE("broadcasting edge cases") {
+  Tensor a = arange(0, 3).reshape({3, 1});
+  Tensor b = arange(0, 4);
+  CHECK((a + b).shape() == Dims{3, 4});
+  CHECK((a * b).to_vector<float>()[11] == 6.0f);
+  Tensor s = scalar_tensor(2.0);
+  CHECK((b * s).to_vector<float>() == std::vector<float>{0, 2, 4, 6});
+  Tensor empty_rows = zeros({0, 4});
+  CHECK((empty_rows + b).shape() == Dims{0, 4});
+  CHECK((zeros({2, 1, 3}) + zeros({4, 1})).shape() == Dims{2, 4, 3});
+  CHECK(error_of([] { (void)(zeros({2, 3}) + zeros({4})); }).find("cannot be broadcast") != std::string::npos);
+}
+
+TEST_CASE("elementwise values against std::") {
+  Tensor x = from_vector<double>({0.5, 1.5, 2.0});
+  check_close(exp(x).to_vector<double>(), {std::exp(0.5), std::exp(1.5), std::exp(2.0)}, 1e-12);
+  check_close(rsqrt(x).to_vector<double>(), {1 / std::sqrt(0.5), 1 / std::sqrt(1.5), 1 / std::sqrt(2.0)}, 1e-12);
+  check_close(silu(x).to_vector<double>(), {0.5 / (1 + std::exp(-0.5)), 1.5 / (1 + std::exp(-1.5)), 2.0 / (1 + std::exp(-2.0))}, 1e-12);
+  check_close(gelu(x).to_vector<double>(), {0.5 * 0.5 * (1 + std::erf(0.5 / std::sqrt(2))), 0.75 * (1 + std::erf(1.5 / std::sqrt(2))),
+                                             1.0 * (1 + std::erf(2.0 / std::sqrt(2)))}, 1e-12);
+  check_close(pow(x, 3.0).to_vector<double>(), {0.125, 3.375, 8.0}, 1e-12);
+  check_close(maximum(x, scalar_tensor(1.0, DType::Float64)).to_vector<double>(), {1.0, 1.5, 2.0});
+  CHECK(lt(x, scalar_tensor(1.0, DType::Float64)).to_vector<bool>() == std::vector<bool>{true, false, false});
+  CHECK(where(gt(x, scalar_tensor(1.0, DType::Float64)), x, zeros({}, DType::Float64)).to_vector<double>() ==
+        std::vector<double>{0.0, 1.5, 2.0});
+  CHECK(masked_fill(x, from_vector<bool>({true, false, true}), -1.0).to_vector<double>() == std::vector<double>{-1, 1.5, -1});
+}
+
+TEST_CASE("complex ops against std::complex") {
+  const std::vector<c128> zs = {{1, 2}, {-3, 0.5}, {0, -1}};
+  Tensor z = from_vector<c128>(zs);
+  const auto mag = abs(z).to_vector<double>();
+  const auto ang = angle(z).to_vector<double>();
+  const auto ex = exp(z).to_vector<c128>();
+  for (size_t i = 0; i < zs.size(); ++i) {
+    CHECK(mag[i] == doctest::Approx(std::abs(zs[i])));
+    CHECK(ang[i] == doctest::Approx(std::arg(zs[i])));
+    CHECK(std::abs(ex[i] - std::exp(zs[i])) < 1e-12);
+  }
+  CHECK(abs(z).dtype() == DType::Float64);
+  const auto p = polar(abs(z), angle(z)).to_vector<c128>();
+  for (size_t i = 0; i < zs.size(); ++i) CHECK(std::abs(p[i] - zs[i]) < 1e-12);
+  const auto q = (z / z * conj(z)).to_vector<c128>();
+  for (size_t i = 0; i < zs.size(); ++i) CHECK(std::abs(q[i] - std::conj(zs[i])) < 1e-12);
+  Tensor c = complex(from_vector<double>({1.0}), from_vector<double>({-2.0}));
+  CHECK(c.to_vector<c128>()[0] == c128(1, -2));
+  // real * complex promotes to complex
+  CHECK((from_vector<float>({2.0f}) * from_vector<c64>({{1, 1}})).to_vector<c64>()[0] == c64(2, 2));
+  CHECK(c.to_string().find("1-2i") != std::string::npos);
+}
+
+TEST_CASE("reductions over several dims") {
+  Tensor x = arange(0, 24, 1, DType::Float64).reshape({2, 3, 4});
+  CHECK(sum(x).item<double>() == 276.0);
+  CHECK(sum(x, {0, 2}).to_vector<double>() == std::vector<double>{60, 92, 124});
+  CHECK(sum(x, {1}, true).shape() == Dims{2, 1, 4});
+  CHECK(sum(x, {0}).to_vector<double>()[0] == 12.0);  // leading-dim (column) path
+  CHECK(sum(x.transpose(0, 2), {1}).shape() == Dims{4, 2});
+  CHECK(mean(x, {-1}).to_vector<double>()[1] == 5.5);
+  auto [values, indices] = max(x, 1);
+  CHECK(values.to_vector<double>()[0] == 8.0);
+  CHECK(indices.to_vector<int64_t>()[0] == 2);
+  CHECK(argmax(from_vector<float>({1, 5, 2}), 0).item<int64_t>() == 1);
+  CHECK(min(x, 2).values.to_vector<double>()[2] == 8.0);
+  CHECK(logsumexp(from_vector<double>({0.0, 0.0}), 0).item<double>() == doctest::Approx(std::log(2.0)));
+  CHECK(norm(from_vector<c128>({{3, 4}})).item<double>() == doctest::Approx(5.0));
+  const auto sm = softmax(from_vector<double>({1, 2, 3}), 0).to_vector<double>();
+  CHECK(sm[2] == doctest::Approx(std::exp(3.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0))));
+  const auto lsm = log_softmax(from_vector<double>({1, 2, 3}), 0).to_vector<double>();
+  CHECK(lsm[0] == doctest::Approx(std::log(sm[0])));
+  // softmax along a non-last dim
+  Tensor s0 = softmax(x, 0);
+  CHECK((s0.select(0, 0) + s0.select(0, 1)).to_vector<double>()[5] == doctest::Approx(1.0));
+}
+
+TEST_CASE("matmul real and complex against a naive loop, with transposed and conjugate views") {
+  Generator gen(7);
+  for (DType dt : {DType::Float32, DType::Float64, DType::Complex64, DType::Complex128}) {
+    Tensor a = randn({5, 3}, dt, &gen), b = randn({3, 4}, dt, &gen);
+    const auto av = a.to_vector<c128>(), bv = b.to_vector<c128>();
+    const double tol = real_dtype(dt) == DType::Float32 ? 1e-4 : 1e-12;
+    check_close(matmul(a, b).to_vector<c128>(), naive_matmul(av, bv, 5, 3, 4), tol);
+    // a^T stored: (a^T)^T b through a transposed view and through the flag
+    Tensor at = a.transpose(0, 1).contiguous();
+    check_close(matmul(at.transpose(0, 1), b).to_vector<c128>(), naive_matmul(av, bv, 5, 3, 4), tol);
+    check_close(matmul(at, b, MatOp::Transpose).to_vector<c128>(), naive_matmul(av, bv, 5, 3, 4), tol);
+    // conjugate transpose: (conj(a)^T)^H = a
+    Tensor ah = conj(at);
+    check_close(matmul(ah, b, MatOp::ConjTranspose).to_vector<c128>(), naive_matmul(av, bv, 5, 3, 4), tol);
+    // b given as b^H stored
+    Tensor bh = conj(b.transpose(0, 1).contiguous());
+    check_close(matmul(a, bh, MatOp::None, MatOp::ConjTranspose).to_vector<c128>(), naive_matmul(av, bv, 5, 3, 4), tol);
+  }
+}
+
+TEST_CASE("batched matmul broadcasts leading dims") {
+  Tensor a = randn({2, 3, 4, 5}, DType::Float64), b = randn({3, 5, 2}, DType::Float64);
+  Tensor c = matmul(a, b);
+  CHECK(c.shape() == Dims{2, 3, 4, 2});
+  const auto a1 = a.select(0, 1).select(0, 2).contiguous().to_vector<double>();
+  const auto b1 = b.select(0, 2).contiguous().to_vector<double>();
+  check_close(c.select(0, 1).select(0, 2).contiguous().to_vector<double>(), naive_matmul(a1, b1, 4, 5, 2), 1e-12);
+  Tensor w = randn({5, 6}, DType::Float64);
+  CHECK(matmul(a, w).shape() == Dims{2, 3, 4, 6});
+  CHECK(matmul(from_vector<double>({1, 2}), from_vector<double>({3, 4})).item<double>() == 11.0);
+}
+
+TEST_CASE("indexing: index_select, index_add, gather, cat, stack, split, chunk") {
+  Tensor w = arange(0, 6).reshape({3, 2});
+  Tensor ids = from_vector<int>({2, 0, 2});
+  CHECK(index_select(w, 0, ids).to_vector<float>() == std::vector<float>{4, 5, 0, 1, 4, 5});
+  CHECK(embedding(w, from_vector<int>({1, 2}, {1, 2})).shape() == Dims{1, 2, 2});
+  Tensor added = index_add(zeros({3, 2}), 0, ids, ones({3, 2}));
+  CHECK(added.to_vector<float>() == std::vector<float>{1, 1, 0, 0, 2, 2});
+  Tensor g = gather(w, 1, from_vector<int>({1, 0, 1}, {3, 1}));
+  CHECK(g.to_vector<float>() == std::vector<float>{1, 2, 5});
+  CHECK(cat({w, w}, 0).shape() == Dims{6, 2});
+  CHECK(cat({w, w}, 1).to_vector<float>()[2] == 0.0f);
+  CHECK(stack({w, w}, 0).shape() == Dims{2, 3, 2});
+  CHECK(split(arange(0, 5), 2, 0).size() == 3);
+  CHECK(chunk(arange(0, 6), 3, 0)[2].to_vector<float>() == std::vector<float>{4, 5});
+  CHECK(to(w, DType::Int64).to_vector<int64_t>()[5] == 5);
+}
+
+TEST_CASE("seeded random draws are reproducible") {
+  Generator g1(42), g2(42);
+  CHECK(randn({100}, DType::Float32, &g1).to_vector<float>() == randn({100}, DType::Float32, &g2).to_vector<float>());
+  Tensor u = rand({10000}, DType::Float64, &g1);
+  const double m = mean(u).item<double>();
+  CHECK(m == doctest::Approx(0.5).epsilon(0.02));
+  Tensor n = randn({20000}, DType::Float64, &g1);
+  CHECK(mean(n).item<double>() == doctest::Approx(0.0).epsilon(0.03));
+  CHECK(mean(n * n).item<double>() == doctest::Approx(1.0).epsilon(0.03));
+  // A draw continues the stream: state is (seed, offset).
+  Generator g3(42, g2.offset());
+  CHECK(rand({3}, DType::Float32, &g3).to_vector<float>() == rand({3}, DType::Float32, &g2).to_vector<float>());
+}
+
+TEST_CASE("misuse throws phasor::Error naming the op and shapes") {
+  CHECK(error_of([] { (void)matmul(zeros({2, 3}), zeros({4, 5})); }).find("matmul: inner dimensions differ: [2, 3] x [4, 5]") == 0);
+  CHECK(error_of([] { (void)view(zeros({3, 4}).transpose(0, 1), {12}); }).find("view: cannot view") == 0);
+  CHECK(error_of([] { (void)view_as_complex(zeros({3, 3})); }).find("last dim must have size 2") != std::string::npos);
+  CHECK(error_of([] { (void)view_as_complex(zeros({2, 4}).transpose(0, 1).narrow(1, 0, 2)); }).find("contiguous") != std::string::npos);
+  CHECK(error_of([] { (void)zeros({2, 3}).select(1, 3); }).find("select: index 3 out of range") == 0);
+  CHECK(error_of([] { (void)zeros({2, 3}).transpose(0, 2); }).find("dim 2 out of range") != std::string::npos);
+  CHECK(error_of([] { (void)atan2(zeros({2}, DType::Complex64), zeros({2})); }).find("atan2: not defined for complex") == 0);
+  CHECK(error_of([] { (void)index_select(zeros({3, 2}), 0, from_vector<int>({3})); }).find("index 3 out of range") != std::string::npos);
+  CHECK(error_of([] { (void)zeros({2, 3}).reshape({4}); }).find("reshape: shape [4] is invalid") == 0);
+  CHECK(error_of([] { (void)zeros({2}).item<float>(); }).find("item()") == 0);
+  CHECK(error_of([] { (void)lt(zeros({1}, DType::Complex64), zeros({1}, DType::Complex64)); }).find("complex") != std::string::npos);
+}
