@@ -1,0 +1,237 @@
+#include "models/data/corpus.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "models/data/dataset.h"
+#include "tensor/error.h"
+#include "tensor/random.h"
+
+namespace phasor {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------- files
+
+std::string read_text_file(const std::string& path) {
+  PHASOR_CHECK(!fs::is_directory(path), "'", path, "' is a folder, not a text file");
+  std::ifstream in(path, std::ios::binary);
+  PHASOR_CHECK(in, "cannot open '", path, "': ", std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  PHASOR_CHECK(!in.bad(), "cannot read '", path, "'");
+  return text;
+}
+
+void write_text_atomically(const std::string& path, std::string_view text) {
+  // The pid keeps two processes preparing the same file from sharing a temporary.
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  PHASOR_CHECK(file, "cannot write '", temporary, "': ", std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fflush(file) == 0 &&
+            ::fsync(::fileno(file)) == 0;
+  ok = std::fclose(file) == 0 && ok;
+  ok = ok && std::rename(temporary.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    const int reason = errno;
+    std::remove(temporary.c_str());
+    fail("cannot write '", path, "': ", std::strerror(reason));
+  }
+}
+
+namespace {
+
+std::string read_nonempty_file(const std::string& path) {
+  std::string text = read_text_file(path);
+  PHASOR_CHECK(!text.empty(), "'", path, "' is empty: there is nothing to train or evaluate on");
+  return text;
+}
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// ---------------------------------------------------------------- kjv
+
+std::string make_kjv() {
+  const char* const bible = "/usr/bin/bible";
+  PHASOR_CHECK(fs::exists(bible), "corpus 'kjv' needs Debian's bible-kjv package (apt-get install bible-kjv)");
+  // -l0: no line wrapping, so every verse is one line.
+  const std::string command = std::string(bible) + " -l0 'gen1:1-rev22:21'";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  PHASOR_CHECK(pipe, "corpus 'kjv': cannot run ", command, ": ", std::strerror(errno));
+  std::string text;
+  char buffer[1 << 16];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
+  const int status = ::pclose(pipe);
+  PHASOR_CHECK(status == 0, "corpus 'kjv': `", command, "` failed (status ", status, ")");
+  return text;
+}
+
+// ---------------------------------------------------------------- code
+
+constexpr size_t kCodeCorpusBytes = 8u << 20;
+
+// Test suites are large and repetitive; installed third-party packages vary by machine.
+bool is_skipped_folder(const fs::path& folder) {
+  static const std::set<std::string> skipped = {"test",          "tests",         "idle_test",
+                                                "site-packages", "dist-packages", "__pycache__"};
+  return skipped.count(folder.filename().string()) > 0;
+}
+
+void collect_python_sources(const fs::path& root, std::vector<std::string>& sources) {
+  std::error_code error;
+  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, error), end;
+  for (; !error && it != end; it.increment(error)) {
+    if (it->is_directory(error) && is_skipped_folder(it->path()))
+      it.disable_recursion_pending();
+    else if (it->is_regular_file(error) && it->path().extension() == ".py")
+      sources.push_back(it->path().string());
+  }
+}
+
+std::vector<std::string> python_standard_library_sources() {
+  std::vector<std::string> sources;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/usr/lib", error))
+    if (entry.path().filename().string().starts_with("python3") && entry.is_directory(error))
+      collect_python_sources(entry.path(), sources);
+  std::sort(sources.begin(), sources.end());  // directory order differs between machines
+  return sources;
+}
+
+std::string make_code() {
+  const std::vector<std::string> sources = python_standard_library_sources();
+  PHASOR_CHECK(!sources.empty(),
+               "corpus 'code' found no Python standard library sources under /usr/lib/python3* (apt-get install "
+               "python3)");
+  std::string text;
+  for (const std::string& path : sources) {
+    std::string source = read_text_file(path);
+    if (!source.empty() && source.back() != '\n') source.push_back('\n');
+    if (text.size() + source.size() > kCodeCorpusBytes) break;  // whole files only; a sorted prefix
+    text += source;
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------- arith
+
+constexpr uint64_t kArithCorpusSeed = 1;
+constexpr size_t kArithCorpusBytes = 2'000'000;
+constexpr uint64_t kHeldoutBuckets = 20;
+
+// FNV-1a: fixed on every platform, unlike std::hash.
+uint64_t fnv1a(std::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char byte : text) hash = (hash ^ byte) * 0x100000001b3ull;
+  return hash;
+}
+
+bool is_heldout(const std::string& prompt) { return fnv1a(prompt) % kHeldoutBuckets == 0; }
+
+// Digit count first, then the number: short and long operands are equally common.
+int64_t number_with_up_to(Generator& gen, int max_digits) {
+  const int digits = 1 + static_cast<int>(uniform_below(gen, static_cast<uint64_t>(max_digits)));
+  int64_t low = 1;
+  for (int d = 1; d < digits; ++d) low *= 10;
+  const int64_t lowest = digits == 1 ? 0 : low;
+  return lowest + static_cast<int64_t>(uniform_below(gen, static_cast<uint64_t>(low * 10 - lowest)));
+}
+
+// Additions and subtractions of up to 4-digit numbers (never negative),
+// multiplications of up to 3 by up to 2 digits.
+ArithProblem random_arith_problem(Generator& gen) {
+  const char op = "+-*"[uniform_below(gen, 3)];
+  int64_t a = number_with_up_to(gen, op == '*' ? 3 : 4);
+  int64_t b = number_with_up_to(gen, op == '*' ? 2 : 4);
+  if (op == '-' && a < b) std::swap(a, b);
+  const int64_t answer = op == '+' ? a + b : op == '-' ? a - b : a * b;
+  return {std::to_string(a) + op + std::to_string(b) + "=", std::to_string(answer)};
+}
+
+std::string make_arith() {
+  Generator gen(kArithCorpusSeed);
+  std::string text;
+  while (text.size() < kArithCorpusBytes) {
+    auto [prompt, answer] = random_arith_problem(gen);
+    if (!is_heldout(prompt)) text += prompt + answer + "\n";
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------- built-ins
+
+struct BuiltinCorpus {
+  const char* name;
+  const char* cache_file;  // versioned: bump it when the generator's output changes
+  std::string (*make)();
+};
+
+const BuiltinCorpus kBuiltins[] = {
+    {"kjv", "kjv-v1.txt", make_kjv},
+    {"code", "code-v1.txt", make_code},
+    {"arith", "arith-v1.txt", make_arith},
+};
+
+std::string load_builtin(const BuiltinCorpus& corpus) {
+  const fs::path cached = fs::path(corpus_cache_dir()) / corpus.cache_file;
+  if (fs::exists(cached)) return read_nonempty_file(cached.string());
+  const std::string text = corpus.make();
+  PHASOR_CHECK(!text.empty(), "corpus '", corpus.name, "' came out empty");
+  std::error_code error;
+  fs::create_directories(cached.parent_path(), error);
+  PHASOR_CHECK(!error, "cannot create the cache folder '", cached.parent_path().string(), "': ", error.message());
+  write_text_atomically(cached.string(), text);
+  return text;
+}
+
+}  // namespace
+
+std::string corpus_cache_dir() {
+  if (const std::string dir = env("PHASOR_CACHE"); !dir.empty()) return dir;
+  if (const std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return (fs::path(xdg) / "phasor").string();
+  const std::string home = env("HOME");
+  PHASOR_CHECK(!home.empty(), "no cache folder: set PHASOR_CACHE (or XDG_CACHE_HOME or HOME)");
+  return (fs::path(home) / ".cache" / "phasor").string();
+}
+
+std::string load_text(const std::string& name_or_path) {
+  if (fs::exists(name_or_path)) return read_nonempty_file(name_or_path);
+  for (const BuiltinCorpus& corpus : kBuiltins)
+    if (name_or_path == corpus.name) return load_builtin(corpus);
+  fail("data '", name_or_path, "' is neither a file nor a built-in corpus (kjv, code, arith)");
+}
+
+std::vector<ArithProblem> arith_heldout_problems(size_t count, uint64_t seed) {
+  PHASOR_CHECK(count <= 100'000, "arith_heldout_problems: at most 100000 problems, asked for ", count);
+  Generator gen(seed);
+  std::set<std::string> seen;
+  std::vector<ArithProblem> problems;
+  while (problems.size() < count) {
+    ArithProblem problem = random_arith_problem(gen);
+    if (is_heldout(problem.first) && seen.insert(problem.first).second) problems.push_back(std::move(problem));
+  }
+  return problems;
+}
+
+double exact_match(const std::vector<ArithProblem>& problems, const Completer& complete) {
+  PHASOR_CHECK(!problems.empty(), "exact_match: no problems to score");
+  size_t correct = 0;
+  for (const auto& [prompt, answer] : problems) {
+    const std::string completion = complete(prompt, answer.size() + 1);
+    correct += completion.substr(0, completion.find('\n')) == answer;
+  }
+  return static_cast<double>(correct) / static_cast<double>(problems.size());
+}
+
+}  // namespace phasor

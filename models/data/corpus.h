@@ -1,0 +1,50 @@
+#pragma once
+// Training text by name: a file, or one of the built-in corpora, prepared into
+// a cache folder on first use and read back from there after. Also the
+// held-out arithmetic problems and their exact-match score.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace phasor {
+
+// $PHASOR_CACHE if set, else $XDG_CACHE_HOME/phasor, else ~/.cache/phasor.
+std::string corpus_cache_dir();
+
+// The contents of the file name_or_path if it exists; otherwise a built-in corpus:
+//   kjv    the King James Bible, as printed by `bible -l0 "gen1:1-rev22:21"` (Debian's bible-kjv)
+//   code   Python standard library sources under /usr/lib/python3*, sorted by path, about 8 MB
+//   arith  about 2 MB of problems such as "482+1937=2419", one per line, never a held-out one
+// Throws phasor::Error for an unknown name, an empty file or a missing tool.
+std::string load_text(const std::string& name_or_path);
+
+// Reads a whole file as bytes; phasor::Error names the file if it cannot be read.
+std::string read_text_file(const std::string& path);
+// Writes to a temporary name in the same folder, flushes, then renames, so
+// readers never see a half-written file (see ../../shared/DESIGN.md).
+void write_text_atomically(const std::string& path, std::string_view text);
+
+// A prompt such as "482+1937=" and its answer "2419".
+using ArithProblem = std::pair<std::string, std::string>;
+
+// The arith corpus draws with seed 1; held-out sets default to another seed.
+inline constexpr uint64_t kArithHeldoutSeed = 2;
+
+// `count` distinct problems from the held-out bucket (a hash of the prompt
+// picks about 1 in 20 problems): the arith corpus never contains them, and
+// they come in the same mix of operations and sizes as the corpus.
+std::vector<ArithProblem> arith_heldout_problems(size_t count, uint64_t seed = kArithHeldoutSeed);
+
+// Text a model continues `prompt` with, at most max_len characters (greedy decoding).
+using Completer = std::function<std::string(const std::string& prompt, size_t max_len)>;
+
+// Fraction of problems whose completion, cut at its first newline, equals the
+// answer. max_len is the answer's length plus one (room for the newline): any
+// completion that differs within those characters is wrong anyway.
+double exact_match(const std::vector<ArithProblem>& problems, const Completer& complete);
+
+}  // namespace phasor

@@ -1,0 +1,115 @@
+// Loss-curve plots of training runs (models/plot.h).
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "models/data/corpus.h"
+#include "models/plot.h"
+#include "tensor/error.h"
+
+using namespace phasor;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_temp_dir(const std::string& name) {
+#ifdef PHASOR_TEST_TMP
+  const fs::path root = PHASOR_TEST_TMP;
+#else
+  const fs::path root = fs::temp_directory_path();
+#endif
+  const fs::path dir = root / ("phasor_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A run folder whose log looks like the trainer's: a decaying train loss,
+// a validation line every `every` steps, and a key the plot must ignore.
+fs::path write_fake_run(const fs::path& parent, const std::string& name, double floor, int every) {
+  const fs::path dir = parent / name;
+  fs::create_directories(dir);
+  std::ofstream log(dir / "log.jsonl");
+  log << "{\"config\": {\"d_model\": 64}}\n";
+  for (int step = 0; step <= 400; step += 10) {
+    const double loss = floor + 4.0 * std::exp(-step / 80.0);
+    log << "{\"step\": " << step << ", \"loss\": " << loss << ", \"lr\": 0.001, \"tokens_per_s\": 12345.6}\n";
+    if (step % every == 0) log << "{\"step\": " << step << ", \"val_loss\": " << loss + 0.1 << "}\n";
+  }
+  return dir;
+}
+
+size_t count(const std::string& text, const std::string& piece) {
+  size_t n = 0;
+  for (size_t at = text.find(piece); at != std::string::npos; at = text.find(piece, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("plot_runs draws a train and a validation series per run") {
+  const fs::path dir = fresh_temp_dir("plot");
+  const fs::path a = write_fake_run(dir, "complexformer", 1.2, 50);
+  const fs::path b = write_fake_run(dir, "rope", 1.4, 100);
+  const std::string out = (dir / "loss.svg").string();
+  plot_runs({a.string(), b.string() + "/"}, out);
+
+  const std::string svg = read_text_file(out);
+  CHECK(svg.starts_with("<svg"));
+  CHECK(svg.find_last_not_of(" \n") == svg.rfind("</svg>") + 5);  // nothing after the closing tag
+  CHECK(count(svg, "<svg") == 1);
+  CHECK(svg.find(">complexformer</text>") != std::string::npos);
+  CHECK(svg.find(">rope</text>") != std::string::npos);
+  CHECK(count(svg, "<polyline class=\"train\"") == 2);
+  CHECK(count(svg, "<polyline class=\"validation\"") == 2);
+  CHECK(svg.find("loss (nats/token)") != std::string::npos);
+  CHECK(svg.find(">step</text>") != std::string::npos);
+  CHECK(count(svg, "<text") == count(svg, "</text>"));
+  CHECK(count(svg, "<g") == count(svg, "</g>"));
+  CHECK(svg.find("nan") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("read_run_log keeps the latest value of a repeated step and skips null losses") {
+  const fs::path dir = fresh_temp_dir("plot_resume") / "run";
+  fs::create_directories(dir);
+  std::ofstream(dir / "log.jsonl") << "{\"step\": 0, \"loss\": 5.0}\n{\"step\": 10, \"loss\": 4.0}\n\n"
+                                   << "{\"step\": 20, \"loss\": null}\n"
+                                   << "{\"step\": 10, \"loss\": 3.5}\n{\"step\": 10, \"val_loss\": 3.9}\n";
+  const RunLog run = read_run_log(dir.string());
+  CHECK(run.name == "run");
+  REQUIRE(run.train.size() == 2);
+  CHECK(run.train[1].step == 10);
+  CHECK(run.train[1].loss == 3.5);
+  REQUIRE(run.validation.size() == 1);
+  CHECK(run.validation[0].loss == 3.9);
+  fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("plot errors name the missing folder, the empty log and the malformed line") {
+  const fs::path dir = fresh_temp_dir("plot_errors");
+  const std::string out = (dir / "out.svg").string();
+  CHECK_THROWS_WITH_AS(plot_runs({(dir / "missing").string()}, out), doctest::Contains("does not exist"), Error);
+
+  fs::create_directories(dir / "no_log");
+  CHECK_THROWS_WITH_AS(plot_runs({(dir / "no_log").string()}, out), doctest::Contains("log.jsonl' not found"), Error);
+
+  fs::create_directories(dir / "no_data");
+  std::ofstream(dir / "no_data" / "log.jsonl") << "{\"step\": 1, \"lr\": 0.1}\n";
+  CHECK_THROWS_WITH_AS(plot_runs({(dir / "no_data").string()}, out), doctest::Contains("has no loss or val_loss"),
+                       Error);
+
+  fs::create_directories(dir / "broken");
+  std::ofstream(dir / "broken" / "log.jsonl") << "{\"step\": 1, \"loss\": 2.0}\n{\"step\": 2, \"loss\": \n";
+  CHECK_THROWS_WITH_AS(plot_runs({(dir / "broken").string()}, out),
+                       doctest::Contains("broken/log.jsonl:2: malformed JSON"), Error);
+
+  std::ofstream(dir / "broken" / "log.jsonl") << "{\"loss\": 2.0}\n";
+  CHECK_THROWS_WITH_AS(plot_runs({(dir / "broken").string()}, out), doctest::Contains(":1: a loss line needs"), Error);
+  CHECK_FALSE(fs::exists(out));
+  fs::remove_all(dir);
+}
