@@ -1,0 +1,20 @@
+#pragma once
+// Differentiable fused ops of the transformer (kernels in tensor/fused.h).
+#include "tensor/fused.h"
+
+namespace phasor {
+
+// x / sqrt(mean(x^2, -1) + eps) * weight.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// Mean (or sum) of -log softmax(logits)[target] over rows; rows whose target is
+// ignore_index count for nothing. logits [R, V], targets int64 [R].
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100, bool mean = true);
+// RoPE / XPos: z [B, N, H, P] complex times the rotary table [N, P] (see ops::rotary_table).
+Tensor rotate(const Tensor& z, const Tensor& table);
+// ComplexFormer's Euler transform + adaptive differential rotation, one pass each way.
+Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
+                   double rope_base);
+// Causal softmax of scale * scores (minus ALiBi slopes * distance when given).
+Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes = Tensor());
+
+}  // namespace phasor

@@ -1,0 +1,74 @@
+#include "models/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/fused.h"
+#include "autograd/grad_mode.h"
+#include "models/data/dataset.h"
+
+namespace phasor {
+
+EvalResult evaluate(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t max_windows, int64_t batch) {
+  PHASOR_CHECK(seq_len > 0, "eval: seq_len must be positive, got ", seq_len);
+  NoGradGuard no_grad;
+  const EvalWindows windows(tokens, seq_len, max_windows);
+  double total = 0;  // summed nats over all predictions
+  for (int64_t first = 0; first < windows.count(); first += batch) {
+    const Batch b = windows.batch(first, batch);
+    const Tensor inputs = from_vector(b.inputs, {b.batch, b.seq_len});
+    const Tensor targets = from_vector(b.targets, {b.batch * b.seq_len});
+    const Tensor logits = model.forward(inputs);
+    total += cross_entropy(reshape(logits, {-1, model.config().vocab_size}), targets, -100, false).item<double>();
+  }
+  EvalResult r;
+  r.tokens = windows.predictions();
+  r.windows = windows.count();
+  r.seq_len = seq_len;
+  r.loss = total / static_cast<double>(r.tokens);
+  r.ppl = std::exp(r.loss);
+  return r;
+}
+
+namespace {
+int64_t sample(const Tensor& logits_row, const SampleOptions& o, Generator& gen) {
+  std::vector<double> l = logits_row.to_vector<double>();
+  if (o.temperature <= 0) return std::max_element(l.begin(), l.end()) - l.begin();
+  if (o.top_k > 0 && o.top_k < static_cast<int64_t>(l.size())) {
+    std::vector<double> sorted = l;
+    std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<>());
+    const double cut = sorted[o.top_k - 1];
+    for (double& v : l)
+      if (v < cut) v = -INFINITY;
+  }
+  const double mx = *std::max_element(l.begin(), l.end());
+  double sum = 0;
+  for (double& v : l) sum += (v = std::exp((v - mx) / o.temperature));
+  double u = gen.next_unit() * sum;
+  for (size_t i = 0; i < l.size(); ++i)
+    if ((u -= l[i]) <= 0) return static_cast<int64_t>(i);
+  return static_cast<int64_t>(l.size() - 1);
+}
+}  // namespace
+
+std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options,
+                              const std::function<void(int64_t)>& on_token) {
+  PHASOR_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
+  PHASOR_CHECK(options.tokens >= 0, "generate: --tokens must be non-negative, got ", options.tokens);
+  NoGradGuard no_grad;
+  const int64_t total = static_cast<int64_t>(prompt.size()) + options.tokens;
+  KVCache cache = model.make_cache(1, total);
+  Generator gen(options.seed);
+  std::vector<int64_t> out;
+  Tensor logits = model.forward(from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}), &cache);
+  for (int64_t i = 0; i < options.tokens; ++i) {
+    const int64_t next = sample(logits.select(0, 0).select(0, -1), options, gen);
+    out.push_back(next);
+    if (on_token) on_token(next);
+    if (i + 1 < options.tokens) logits = model.forward(from_vector(std::vector<int64_t>{next}, {1, 1}), &cache);
+  }
+  return out;
+}
+
+}  // namespace phasor

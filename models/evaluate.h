@@ -1,0 +1,33 @@
+#pragma once
+// Loss and perplexity over the spec's evaluation windows, and sampling.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/transformer.h"
+
+namespace phasor {
+
+struct EvalResult {
+  double loss = 0;  // mean nats per token over W * L predictions
+  double ppl = 0;
+  int64_t tokens = 0;  // predictions scored (W * L)
+  int64_t windows = 0;
+  int64_t seq_len = 0;
+};
+
+// W = floor((T - 1) / L) windows (at most max_windows when > 0), each from position 0.
+EvalResult evaluate(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t max_windows = 0,
+                    int64_t batch = 8);
+
+struct SampleOptions {
+  int64_t tokens = 200;
+  double temperature = 0.8;  // 0 = greedy
+  int64_t top_k = 0;         // 0 = no cut
+  uint64_t seed = 0;
+};
+// Continues `prompt` with the KV cache; `on_token` sees each new token as it is drawn.
+std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options,
+                              const std::function<void(int64_t)>& on_token = nullptr);
+
+}  // namespace phasor

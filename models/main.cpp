@@ -1,0 +1,202 @@
+// The `phasor` command line: train, eval, generate, plot, info.
+// Every failure ends with one line on stderr and a non-zero exit status.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "models/data/corpus.h"
+#include "models/data/tokenizer.h"
+#include "models/evaluate.h"
+#include "models/model_io.h"
+#include "models/plot.h"
+#include "models/train.h"
+
+using namespace phasor;
+
+namespace {
+
+// Model and optimizer flags of `phasor train`; each overrides the config file.
+void add_train_flags(CLI::App* cmd, TrainOptions& o) {
+  ModelConfig& m = o.model;
+  cmd->add_option("--position", m.position, "complexformer|rope|xpos|alibi|sinusoidal|learned|none");
+  cmd->add_option("--vocab-size", m.vocab_size);
+  cmd->add_option("--d-model", m.d_model);
+  cmd->add_option("--n-layers", m.n_layers);
+  cmd->add_option("--n-heads", m.n_heads);
+  cmd->add_option("--d-ff", m.d_ff);
+  cmd->add_option("--max-seq-len", m.max_seq_len);
+  cmd->add_option("--rope-base", m.rope_base);
+  cmd->add_option("--norm-eps", m.norm_eps);
+  cmd->add_option("--tie-embeddings", m.tie_embeddings);
+  cmd->add_option("--xpos-scale-base", m.xpos_scale_base);
+  cmd->add_option("--cmha-init", m.cmha_init, "rope|paper");
+  cmd->add_option("--data", o.data, "a text file or a built-in corpus: kjv, code, arith");
+  cmd->add_option("--run-dir", o.run_dir, "folder for the log, config and checkpoints");
+  cmd->add_option("--seq-len", o.seq_len);
+  cmd->add_option("--batch", o.batch);
+  cmd->add_option("--steps", o.steps);
+  cmd->add_option("--lr", o.lr);
+  cmd->add_option("--min-lr", o.min_lr);
+  cmd->add_option("--warmup", o.warmup);
+  cmd->add_option("--weight-decay", o.weight_decay);
+  cmd->add_option("--beta1", o.beta1);
+  cmd->add_option("--beta2", o.beta2);
+  cmd->add_option("--grad-clip", o.grad_clip);
+  cmd->add_option("--seed", o.seed);
+  cmd->add_option("--val-fraction", o.val_fraction);
+  cmd->add_option("--eval-every", o.eval_every);
+  cmd->add_option("--eval-windows", o.eval_windows);
+  cmd->add_option("--log-every", o.log_every);
+  cmd->add_option("--ckpt-every", o.ckpt_every);
+  cmd->add_option("--max-bad-steps", o.max_bad_steps);
+  cmd->add_option("--threads", o.threads);
+  cmd->add_flag("--log-heads", o.log_heads, "record per-head delta / phase_bias / beta statistics");
+}
+
+TrainOptions options_from_file(const std::string& path) {
+  std::ifstream in(path);
+  PHASOR_CHECK(in.good(), "config file '", path, "' cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("config file '", path, "' is not valid JSON (", e.what(), ")");
+  }
+  return train_options_from_json(j);
+}
+
+std::vector<int64_t> encode_prompt(const std::string& text, int64_t vocab) {
+  std::vector<int64_t> ids = ByteTokenizer().encode(text);
+  for (int64_t t : ids) PHASOR_CHECK(t < vocab, "generate: prompt byte ", t, " is outside the model's vocabulary of ", vocab);
+  return ids;
+}
+
+}  // namespace
+
+// The value of `--config` on a `train` command line, read before parsing so
+// that the flags, bound to the same options, override the file.
+std::string config_argument(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) return argv[i + 1];
+    if (a.starts_with("--config=")) return a.substr(9);
+  }
+  return "";
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"phasor: train, evaluate and sample ComplexFormer language models"};
+  app.require_subcommand(1);
+
+  // train
+  TrainOptions train_opts;
+  try {
+    if (argc > 1 && std::string(argv[1]) == "train" && !config_argument(argc, argv).empty())
+      train_opts = options_from_file(config_argument(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "phasor: %s\n", e.what());
+    return 1;
+  }
+  std::string config_file, resume_dir;
+  auto* train_cmd = app.add_subcommand("train", "train a model");
+  train_cmd->add_option("--config", config_file, "JSON file of options (flags override it)");
+  train_cmd->add_option("--resume", resume_dir, "continue the run in this folder exactly where it stopped");
+  add_train_flags(train_cmd, train_opts);
+
+  // eval
+  std::string checkpoint, data;
+  int64_t seq_len = 128, max_windows = 0, eval_batch = 8;
+  bool json = false;
+  auto* eval_cmd = app.add_subcommand("eval", "loss and perplexity over the spec's evaluation windows");
+  eval_cmd->add_option("--checkpoint", checkpoint, "model.safetensors")->required();
+  eval_cmd->add_option("--data", data, "a text file or a built-in corpus")->required();
+  eval_cmd->add_option("--seq-len", seq_len, "window length L")->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--max-windows", max_windows, "score at most K windows (0: all)")->check(CLI::NonNegativeNumber);
+  eval_cmd->add_option("--batch", eval_batch, "windows per forward pass")->check(CLI::PositiveNumber);
+  eval_cmd->add_flag("--json", json, "print one JSON object");
+
+  // generate
+  std::string prompt;
+  SampleOptions sample;
+  auto* gen_cmd = app.add_subcommand("generate", "continue a prompt, streaming the text");
+  gen_cmd->add_option("--checkpoint", checkpoint)->required();
+  gen_cmd->add_option("--prompt", prompt)->required();
+  gen_cmd->add_option("--tokens", sample.tokens)->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--temperature", sample.temperature)->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--top-k", sample.top_k)->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--seed", sample.seed);
+
+  // plot
+  std::vector<std::string> runs;
+  std::string out_file = "loss.svg";
+  auto* plot_cmd = app.add_subcommand("plot", "draw loss curves of one or more runs into an SVG");
+  plot_cmd->add_option("runs", runs, "run folders")->required();
+  plot_cmd->add_option("--out", out_file, "output SVG file");
+
+  // info
+  auto* info_cmd = app.add_subcommand("info", "print the config and parameter count of a checkpoint");
+  info_cmd->add_option("checkpoint", checkpoint)->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "phasor: %s (see phasor --help)\n", e.what());
+    return 2;
+  }
+
+  try {
+    if (*train_cmd) {
+      const TrainSummary s = resume_dir.empty() ? train(train_opts)
+                                                 : resume(resume_dir, train_cmd->count("--steps") ? train_opts.steps : 0);
+      std::printf("trained %ld steps: loss %.4f, validation loss %.4f, %.0f tokens/s%s\n", static_cast<long>(s.steps_done),
+                  s.final_loss, s.final_val_loss, s.tokens_per_second, s.interrupted ? " (interrupted; checkpoint saved)" : "");
+      return s.interrupted ? 130 : 0;
+    }
+    if (*eval_cmd) {
+      const auto model = load_model(checkpoint);
+      if (model->config().position == "learned")
+        PHASOR_CHECK(seq_len <= model->config().max_seq_len, "eval: --seq-len ", seq_len, " exceeds max_seq_len ",
+                     model->config().max_seq_len, " of this 'learned' position model");
+      const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data)), seq_len, max_windows, eval_batch);
+      if (json) {
+        std::printf("%s\n", nlohmann::json{{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"windows", r.windows}, {"seq_len", r.seq_len}}.dump().c_str());
+      } else {
+        std::printf("loss %.4f nats/token, ppl %.3f over %ld windows of %ld tokens (%ld predictions)\n", r.loss, r.ppl,
+                    static_cast<long>(r.windows), static_cast<long>(r.seq_len), static_cast<long>(r.tokens));
+      }
+      return 0;
+    }
+    if (*gen_cmd) {
+      const auto model = load_model(checkpoint);
+      const std::vector<int64_t> ids = encode_prompt(prompt, model->config().vocab_size);
+      std::fputs(prompt.c_str(), stdout);
+      generate(*model, ids, sample, [](int64_t t) {
+        std::fputc(static_cast<int>(t), stdout);
+        std::fflush(stdout);
+      });
+      std::fputc('\n', stdout);
+      return 0;
+    }
+    if (*plot_cmd) {
+      plot_runs(runs, out_file);
+      std::printf("wrote %s\n", out_file.c_str());
+      return 0;
+    }
+    if (*info_cmd) {
+      const auto model = load_model(checkpoint);
+      std::printf("%s\nparameters: %ld\n", to_json(model->config()).dump(2).c_str(), static_cast<long>(model->parameter_count()));
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "phasor: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,329 @@
+#include "models/train.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "models/data/corpus.h"
+#include "models/data/dataset.h"
+#include "models/data/tokenizer.h"
+#include "models/evaluate.h"
+#include "models/model_io.h"
+#include "nn/atomic_file.h"
+#include "nn/checkpoint.h"
+#include "nn/optim.h"
+
+namespace phasor {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------- options
+
+nlohmann::json to_json(const TrainOptions& o) {
+  return {{"model", to_json(o.model)},  {"data", o.data},           {"run_dir", o.run_dir},       {"seq_len", o.seq_len},
+          {"batch", o.batch},           {"steps", o.steps},         {"lr", o.lr},                 {"min_lr", o.min_lr},
+          {"warmup", o.warmup},         {"weight_decay", o.weight_decay}, {"beta1", o.beta1},     {"beta2", o.beta2},
+          {"grad_clip", o.grad_clip},   {"seed", o.seed},           {"val_fraction", o.val_fraction}, {"eval_every", o.eval_every},
+          {"eval_windows", o.eval_windows}, {"log_every", o.log_every}, {"ckpt_every", o.ckpt_every},
+          {"max_bad_steps", o.max_bad_steps}, {"threads", o.threads}, {"log_heads", o.log_heads}};
+}
+
+namespace {
+template <class T>
+void read_key(const nlohmann::json& v, const std::string& key, T& out) {
+  bool ok;
+  if constexpr (std::is_same_v<T, std::string>) ok = v.is_string();
+  else if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
+  else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer() && (!std::is_unsigned_v<T> || v.get<int64_t>() >= 0);
+  else ok = v.is_number();
+  PHASOR_CHECK(ok, "config: '", key, "' has the wrong type or value: ", v.dump());
+  out = v.get<T>();
+}
+}  // namespace
+
+TrainOptions train_options_from_json(const nlohmann::json& j) {
+  PHASOR_CHECK(j.is_object(), "config: expected a JSON object");
+  TrainOptions o;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "model") o.model = model_config_from_json(v);
+    else if (key == "data") read_key(v, key, o.data);
+    else if (key == "run_dir") read_key(v, key, o.run_dir);
+    else if (key == "seq_len") read_key(v, key, o.seq_len);
+    else if (key == "batch") read_key(v, key, o.batch);
+    else if (key == "steps") read_key(v, key, o.steps);
+    else if (key == "lr") read_key(v, key, o.lr);
+    else if (key == "min_lr") read_key(v, key, o.min_lr);
+    else if (key == "warmup") read_key(v, key, o.warmup);
+    else if (key == "weight_decay") read_key(v, key, o.weight_decay);
+    else if (key == "beta1") read_key(v, key, o.beta1);
+    else if (key == "beta2") read_key(v, key, o.beta2);
+    else if (key == "grad_clip") read_key(v, key, o.grad_clip);
+    else if (key == "seed") read_key(v, key, o.seed);
+    else if (key == "val_fraction") read_key(v, key, o.val_fraction);
+    else if (key == "eval_every") read_key(v, key, o.eval_every);
+    else if (key == "eval_windows") read_key(v, key, o.eval_windows);
+    else if (key == "log_every") read_key(v, key, o.log_every);
+    else if (key == "ckpt_every") read_key(v, key, o.ckpt_every);
+    else if (key == "max_bad_steps") read_key(v, key, o.max_bad_steps);
+    else if (key == "threads") read_key(v, key, o.threads);
+    else if (key == "log_heads") read_key(v, key, o.log_heads);
+    else fail("config: unknown key '", key, "'");
+  }
+  return o;
+}
+
+void validate(const TrainOptions& o) {
+  o.model.validate();
+  PHASOR_CHECK(o.seq_len > 0 && o.batch > 0 && o.steps >= 0, "train: seq_len and batch must be positive and steps non-negative");
+  PHASOR_CHECK(o.model.position != "learned" || o.seq_len <= o.model.max_seq_len, "train: seq_len ", o.seq_len,
+               " exceeds max_seq_len ", o.model.max_seq_len, " of a 'learned' position model");
+  PHASOR_CHECK(o.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.lr, "train: need 0 <= min_lr <= lr and lr > 0 (lr ", o.lr, ", min_lr ", o.min_lr, ")");
+  PHASOR_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "train: beta1 and beta2 must be in [0, 1)");
+  PHASOR_CHECK(o.val_fraction > 0 && o.val_fraction < 1, "train: val_fraction must be in (0, 1), got ", o.val_fraction);
+  PHASOR_CHECK(o.grad_clip >= 0 && o.weight_decay >= 0 && o.warmup >= 0, "train: grad_clip, weight_decay and warmup must be non-negative");
+  PHASOR_CHECK(o.log_every > 0 && o.eval_every >= 0 && o.ckpt_every >= 0 && o.eval_windows >= 0 && o.max_bad_steps > 0,
+               "train: log_every and max_bad_steps must be positive; eval_every, eval_windows and ckpt_every non-negative");
+  PHASOR_CHECK(o.threads >= 0, "train: threads must be non-negative");
+  PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
+}
+
+// ---------------------------------------------------------------- the run
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+extern "C" void on_sigint(int) { interrupted.store(true); }
+
+class SigintScope {  // Ctrl-C sets a flag; the loop saves and stops at the next step
+ public:
+  SigintScope() { previous_ = std::signal(SIGINT, on_sigint); }
+  ~SigintScope() { std::signal(SIGINT, previous_); }
+
+ private:
+  void (*previous_)(int);
+};
+
+void set_threads(int threads) {
+  const int n = threads > 0 ? threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", static_cast<long>(s / 3600), static_cast<long>(s / 60 % 60));
+  else std::snprintf(buf, sizeof buf, "%ldm%02lds", static_cast<long>(s / 60), static_cast<long>(s % 60));
+  return buf;
+}
+
+struct Run {
+  TrainOptions options;
+  TextSplit data;
+  std::unique_ptr<CausalLM> model;
+  std::unique_ptr<nn::AdamW> optimizer;
+  std::unique_ptr<BatchSampler> sampler;
+  int64_t step = 0;
+  int64_t skipped = 0;
+  std::ofstream log;
+
+  explicit Run(const TrainOptions& o) : options(o) {
+    validate(o);
+    set_threads(o.threads);
+    const ByteTokenizer tokenizer;
+    PHASOR_CHECK(o.model.vocab_size >= tokenizer.vocab_size(), "train: vocab_size ", o.model.vocab_size,
+                 " is smaller than the byte tokenizer's ", tokenizer.vocab_size());
+    data = split_tokens(tokenizer.encode(load_text(o.data)), o.val_fraction, o.seq_len);
+    model = std::make_unique<CausalLM>(o.model, o.seed);
+    optimizer = std::make_unique<nn::AdamW>(
+        std::vector<nn::ParamGroup>{{model->decayed_parameters(), o.weight_decay, 1.0}, {model->undecayed_parameters(), 0.0, 1.0}},
+        nn::AdamWOptions{o.lr, o.beta1, o.beta2, 1e-8});
+    sampler = std::make_unique<BatchSampler>(data.train, o.batch, o.seq_len, o.seed);
+  }
+
+  void open_log() {
+    log.open(options.run_dir + "/log.jsonl", std::ios::app);
+    PHASOR_CHECK(log.good(), "train: cannot write ", options.run_dir, "/log.jsonl");
+  }
+  void write_log(const nlohmann::json& line) {
+    log << line.dump() << '\n';
+    log.flush();
+  }
+
+  void save_checkpoint() {
+    char name[32];
+    std::snprintf(name, sizeof name, "ckpt-%08ld", static_cast<long>(step));
+    const std::string dir = options.run_dir + "/" + name;
+    nn::TrainingCheckpoint ckpt;
+    ckpt.model = model->state_dict();
+    ckpt.model_metadata = model_metadata(options.model);
+    ckpt.optimizer = optimizer->state();
+    ckpt.state = {{"step", step},
+                  {"optimizer_steps", optimizer->steps()},
+                  {"sampler_seed", sampler->seed()},
+                  {"sampler_offset", sampler->offset()},
+                  {"skipped_steps", skipped},
+                  {"options", to_json(options)}};
+    nn::save_training_checkpoint(dir, ckpt);
+    // Only once the folder is complete does `latest` move to it.
+    write_file_atomic(options.run_dir + "/latest", std::string(name) + "\n");
+    for (const auto& entry : fs::directory_iterator(options.run_dir)) {  // keep this one and the one before
+      const std::string n = entry.path().filename().string();
+      if (n.starts_with("ckpt-") && n < name && n != previous_checkpoint_) fs::remove_all(entry.path());
+    }
+    previous_checkpoint_ = name;
+  }
+
+  double validation_loss() {
+    model->eval();
+    const double loss = evaluate(*model, data.validation, options.seq_len, options.eval_windows).loss;
+    model->train();
+    return loss;
+  }
+
+  nlohmann::json head_statistics() const {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& layer : model->layers) {
+      const Attention& a = *layer->attn;
+      if (!a.delta.defined()) return nullptr;
+      layers.push_back({{"delta_mean", mean(a.delta, {1}).to_vector<double>()},
+                        {"phase_bias_mean", mean(a.phase_bias, {1}).to_vector<double>()},
+                        {"beta", a.beta.to_vector<double>()}});
+    }
+    return layers;
+  }
+
+  std::string previous_checkpoint_;
+};
+
+TrainSummary run_loop(Run& run) {
+  const TrainOptions& o = run.options;
+  TrainSummary summary;
+  SigintScope sigint;
+  interrupted.store(false);
+  const bool tty = isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  auto window_start = start;
+  int64_t window_tokens = 0, bad_in_a_row = 0, first_step = run.step;
+  double last_loss = NAN, tokens_per_s = 0;
+
+  while (run.step < o.steps) {
+    if (interrupted.load()) {
+      std::fprintf(stderr, "\ninterrupted: saving a checkpoint at step %ld\n", static_cast<long>(run.step));
+      run.save_checkpoint();
+      summary.interrupted = true;
+      break;
+    }
+    const double lr = nn::warmup_cosine_lr(run.step, o.warmup, o.steps, o.lr, o.min_lr);
+    run.optimizer->set_lr(lr);
+    const Batch b = run.sampler->next();
+    const Tensor loss = run.model->loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len}));
+    const double loss_value = loss.item<double>();
+    run.optimizer->zero_grad();
+    double grad_norm = NAN;
+    if (std::isfinite(loss_value)) {
+      loss.backward();
+      grad_norm = nn::clip_grad_norm(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
+    }
+    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {  // skip: the parameters stay as they were
+      ++run.skipped;
+      ++bad_in_a_row;
+      run.optimizer->zero_grad();
+      run.write_log({{"step", run.step}, {"skipped", true}, {"loss", loss_value}});
+      PHASOR_CHECK(bad_in_a_row < o.max_bad_steps, "train: ", bad_in_a_row, " steps in a row had a NaN or Inf loss or gradient (step ",
+                   run.step, "); stopping. The latest checkpoint holds the last good state");
+      ++run.step;
+      continue;
+    }
+    bad_in_a_row = 0;
+    run.optimizer->step();
+    ++run.step;
+    last_loss = loss_value;
+    window_tokens += b.batch * b.seq_len;
+
+    if (run.step % o.log_every == 0 || run.step == o.steps) {
+      const auto now = std::chrono::steady_clock::now();
+      tokens_per_s = static_cast<double>(window_tokens) / std::chrono::duration<double>(now - window_start).count();
+      window_start = now;
+      window_tokens = 0;
+      nlohmann::json line = {{"step", run.step}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}};
+      if (o.log_heads) line["heads"] = run.head_statistics();
+      run.write_log(line);
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      const double eta = elapsed / static_cast<double>(run.step - first_step) * static_cast<double>(o.steps - run.step);
+      std::fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s%s", tty ? "\r" : "", static_cast<long>(run.step),
+                   static_cast<long>(o.steps), loss_value, lr, tokens_per_s, format_duration(eta).c_str(), tty ? "   " : "\n");
+    }
+    if ((o.eval_every > 0 && run.step % o.eval_every == 0) || run.step == o.steps) {
+      summary.final_val_loss = run.validation_loss();
+      run.write_log({{"step", run.step}, {"val_loss", summary.final_val_loss}});
+      std::fprintf(stderr, "%sstep %ld: validation loss %.4f\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss);
+    }
+    if ((o.ckpt_every > 0 && run.step % o.ckpt_every == 0) || run.step == o.steps) run.save_checkpoint();
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  summary.steps_done = run.step;
+  summary.final_loss = last_loss;
+  summary.skipped_steps = run.skipped;
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.tokens_per_second = static_cast<double>((run.step - first_step) * o.batch * o.seq_len) / std::max(total, 1e-9);
+  return summary;
+}
+
+}  // namespace
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/latest");
+  std::string name;
+  if (!(in >> name)) return "";
+  return run_dir + "/" + name;
+}
+
+TrainSummary train(const TrainOptions& options) {
+  validate(options);
+  std::error_code ec;
+  fs::create_directories(options.run_dir, ec);
+  PHASOR_CHECK(!ec && fs::is_directory(options.run_dir), "train: cannot create run folder '", options.run_dir, "'",
+               ec ? ": " + ec.message() : "");
+  PHASOR_CHECK(latest_checkpoint(options.run_dir).empty(), "train: '", options.run_dir,
+               "' already holds a run; use --resume to continue it or choose another --run-dir");
+  Run run(options);
+  write_file_atomic(options.run_dir + "/config.json", to_json(options).dump(2) + "\n");
+  run.open_log();
+  return run_loop(run);
+}
+
+TrainSummary resume(const std::string& run_dir, int64_t total_steps) {
+  const std::string dir = latest_checkpoint(run_dir);
+  PHASOR_CHECK(!dir.empty(), "resume: '", run_dir, "' has no checkpoint (no 'latest' file)");
+  nn::TrainingCheckpoint ckpt = nn::load_training_checkpoint(dir);
+  TrainOptions options;
+  try {
+    options = train_options_from_json(ckpt.state.at("options"));
+  } catch (const nlohmann::json::exception& e) {
+    fail(dir, "/state.json: missing or malformed options (", e.what(), ")");
+  }
+  options.run_dir = run_dir;
+  if (total_steps > 0) options.steps = total_steps;
+  Run run(options);
+  run.model->load_state_dict(ckpt.model);
+  run.step = ckpt.state.at("step").get<int64_t>();
+  run.skipped = ckpt.state.value("skipped_steps", int64_t{0});
+  run.optimizer->load_state(ckpt.optimizer, ckpt.state.at("optimizer_steps").get<int64_t>());
+  run.sampler->restore(ckpt.state.at("sampler_seed").get<uint64_t>(), ckpt.state.at("sampler_offset").get<uint64_t>());
+  run.previous_checkpoint_ = fs::path(dir).filename().string();
+  run.open_log();
+  return run_loop(run);
+}
+
+}  // namespace phasor

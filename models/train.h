@@ -1,0 +1,61 @@
+#pragma once
+// The training loop behind `phasor train`: AdamW with warm-up + cosine
+// schedule, gradient clipping, periodic validation, a JSONL log, crash-safe
+// checkpoints with exact resume, Ctrl-C saving, and skipping of NaN steps.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "models/config.h"
+
+namespace phasor {
+
+struct TrainOptions {
+  ModelConfig model;
+  std::string data = "kjv";  // a file or a built-in corpus (kjv, code, arith)
+  std::string run_dir = "runs/default";
+  int64_t seq_len = 128;
+  int64_t batch = 16;
+  int64_t steps = 300;
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup = 30;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double grad_clip = 1.0;
+  uint64_t seed = 1;
+  double val_fraction = 0.05;
+  int64_t eval_every = 100;    // 0: only at the end
+  int64_t eval_windows = 32;   // validation windows per evaluation (0: all)
+  int64_t log_every = 10;
+  int64_t ckpt_every = 0;      // 0: only at the end (and on Ctrl-C)
+  int64_t max_bad_steps = 5;   // consecutive NaN/Inf steps before giving up
+  int threads = 0;             // 0: all cores
+  bool log_heads = false;      // per-head CMHA statistics in the log
+};
+
+nlohmann::json to_json(const TrainOptions& o);
+// Unknown keys and wrong types are errors; "model" holds a ModelConfig object.
+TrainOptions train_options_from_json(const nlohmann::json& j);
+void validate(const TrainOptions& o);
+
+struct TrainSummary {
+  int64_t steps_done = 0;
+  double final_loss = 0;
+  double final_val_loss = 0;
+  double tokens_per_second = 0;
+  int64_t skipped_steps = 0;
+  bool interrupted = false;
+};
+
+// Trains from scratch into options.run_dir (which must not hold a checkpoint yet).
+TrainSummary train(const TrainOptions& options);
+// Continues the run in run_dir exactly where its latest checkpoint left it;
+// `more_steps` > 0 raises the total step count.
+TrainSummary resume(const std::string& run_dir, int64_t total_steps = 0);
+
+// The latest complete checkpoint folder of a run ("" if none).
+std::string latest_checkpoint(const std::string& run_dir);
+
+}  // namespace phasor

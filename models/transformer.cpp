@@ -1,0 +1,221 @@
+#include "models/transformer.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/fused.h"
+#include "autograd/grad_mode.h"
+
+namespace phasor {
+
+std::vector<double> alibi_slopes(int64_t n_heads) {
+  auto series = [](int64_t n) {  // 2^(-8 (h+1) / n), h = 0..n-1
+    std::vector<double> s;
+    for (int64_t h = 0; h < n; ++h) s.push_back(std::pow(2.0, -8.0 * static_cast<double>(h + 1) / static_cast<double>(n)));
+    return s;
+  };
+  int64_t p2 = 1;
+  while (p2 * 2 <= n_heads) p2 *= 2;
+  std::vector<double> slopes = series(p2);
+  if (p2 == n_heads) return slopes;
+  const std::vector<double> extra = series(2 * p2);  // every other slope of the 2*P2 series
+  for (size_t i = 0; slopes.size() < static_cast<size_t>(n_heads); i += 2) slopes.push_back(extra[i]);
+  return slopes;
+}
+
+Tensor sinusoidal_positions(int64_t n, int64_t d_model, int64_t offset) {
+  std::vector<float> pe(static_cast<size_t>(n * d_model));
+  for (int64_t pos = 0; pos < n; ++pos)
+    for (int64_t i = 0; 2 * i < d_model; ++i) {
+      const double angle = static_cast<double>(pos + offset) / std::pow(10000.0, 2.0 * static_cast<double>(i) / static_cast<double>(d_model));
+      pe[pos * d_model + 2 * i] = static_cast<float>(std::sin(angle));
+      if (2 * i + 1 < d_model) pe[pos * d_model + 2 * i + 1] = static_cast<float>(std::cos(angle));
+    }
+  return from_vector(pe, {n, d_model});
+}
+
+// ---------------------------------------------------------------- attention
+
+Attention::Attention(const ModelConfig& config, Generator* gen) : config_(config) {
+  const int64_t d = config.d_model;
+  wq = register_module("wq", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
+  wk = register_module("wk", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
+  wv = register_module("wv", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
+  wo = register_module("wo", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
+  if (config.position == "complexformer") {
+    const int64_t h = config.n_heads, p = config.pairs();
+    delta = register_parameter("delta", config.cmha_init == "paper" ? normal({h, p}, 0.0, 1.0 / std::sqrt(static_cast<double>(p)), DType::Float32, gen)
+                                                                     : ones({h, p}));
+    phase_bias = register_parameter("phase_bias", zeros({h, p}));
+    beta = register_parameter("beta", ones({h}));
+  }
+  if (config.position == "alibi") {
+    const std::vector<double> s = alibi_slopes(config.n_heads);
+    slopes_ = from_vector(std::vector<float>(s.begin(), s.end()));
+  }
+}
+
+// The readable reference: the spec's formulas, one autograd op at a time.
+Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset) const {
+  const int64_t n = z.size(1), h = z.size(2), p = z.size(3);
+  const Tensor r = sqrt(square(abs(z)) + ops::kEulerEps);   // Euler transform: modulus...
+  const Tensor phi = angle(z);                               // ...and phase
+  // Relative-position angle m w_j (double, then float32), scaled per head by beta.
+  std::vector<float> mw(static_cast<size_t>(n * p));
+  for (int64_t m = 0; m < n; ++m)
+    for (int64_t j = 0; j < p; ++j)
+      mw[m * p + j] = static_cast<float>(static_cast<double>(offset + m) *
+                                         std::pow(config_.rope_base, -2.0 * static_cast<double>(j) / static_cast<double>(2 * p)));
+  const Tensor position = reshape(beta, {h, 1}) * from_vector(mw, {n, 1, p});  // [N, H, P]
+  Tensor theta = delta * phi + position;
+  if (bias.defined()) theta = theta + bias;
+  return polar(r, theta);
+}
+
+std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset) const {
+  const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
+  Tensor q = reshape(wq->forward(x), {b, n, h, d});
+  Tensor k = reshape(wk->forward(x), {b, n, h, d});
+  if (!config_.is_rotary()) return {q, k};
+  // The complex view: pairs (u_2j, u_2j+1) are z_j = u_2j + i u_2j+1, zero-copy.
+  const Tensor qc = view_as_complex(reshape(q, {b, n, h, d / 2, 2}));
+  const Tensor kc = view_as_complex(reshape(k, {b, n, h, d / 2, 2}));
+  Tensor qr, kr;
+  if (config_.position == "complexformer") {
+    if (rotation == RotationImpl::Fused) {
+      qr = cmha_rotate(qc, delta, phase_bias, beta, offset, config_.rope_base);
+      kr = cmha_rotate(kc, delta, Tensor(), beta, offset, config_.rope_base);
+    } else {
+      qr = rotate_composed(qc, phase_bias, offset);
+      kr = rotate_composed(kc, Tensor(), offset);
+    }
+  } else {
+    const bool xpos = config_.position == "xpos";
+    const double scale_base = xpos ? config_.xpos_scale_base : 0.0;
+    qr = rotate(qc, ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, +1, DType::Complex64));
+    kr = rotate(kc, ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, -1, DType::Complex64));
+  }
+  // Back to interleaved real pairs: Re(q' conj(k')) summed over pairs is then a real dot product.
+  return {reshape(view_as_real(qr), {b, n, h, d}), reshape(view_as_real(kr), {b, n, h, d})};
+}
+
+Tensor Attention::scores(const Tensor& x, int64_t offset) const {
+  auto [q, k] = rotated_qk(x, offset);
+  return matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
+}
+
+Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache) const {
+  const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
+  auto [q, k] = rotated_qk(x, offset);
+  Tensor v = reshape(wv->forward(x), {b, n, h, d});
+  if (cache) {  // generation: append this chunk, attend over everything stored
+    PHASOR_CHECK(offset + n <= cache->keys.size(1), "attention: KV cache capacity ", cache->keys.size(1), " exceeded at position ",
+                 offset + n);
+    ops::copy_(ops::narrow(cache->keys, 1, offset, n), k);
+    ops::copy_(ops::narrow(cache->values, 1, offset, n), v);
+    k = ops::narrow(cache->keys, 1, 0, offset + n);
+    v = ops::narrow(cache->values, 1, 0, offset + n);
+  }
+  // Scores = Re(q' k'^H) = q_real k_real^T over the interleaved layout: one real GEMM per (batch, head).
+  const Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
+  const Tensor probs = attention_softmax(s, 1.0 / std::sqrt(static_cast<double>(d)), cache ? offset : 0, slopes_);
+  const Tensor o = matmul(probs, permute(v, {0, 2, 1, 3}));  // [B, H, N, d]
+  return wo->forward(reshape(permute(o, {0, 2, 1, 3}), {b, n, h * d}));
+}
+
+// ---------------------------------------------------------------- blocks and model
+
+Block::Block(const ModelConfig& config, Generator* gen) {
+  attn_norm = register_module("attn_norm", std::make_shared<nn::RMSNorm>(config.d_model, config.norm_eps));
+  attn = register_module("attn", std::make_shared<Attention>(config, gen));
+  ffn_norm = register_module("ffn_norm", std::make_shared<nn::RMSNorm>(config.d_model, config.norm_eps));
+  ffn = register_module("ffn", std::make_shared<nn::SwiGLU>(config.d_model, config.d_ff, gen));
+}
+
+Tensor Block::forward(const Tensor& x, int64_t offset, LayerCache* cache) const {
+  const Tensor h = x + attn->forward(attn_norm->forward(x), offset, cache);
+  return h + ffn->forward(ffn_norm->forward(h));
+}
+
+CausalLM::CausalLM(const ModelConfig& config, uint64_t seed) : config_(config) {
+  config.validate();
+  Generator gen(seed);
+  tok_emb_ = register_module("tok_emb", std::make_shared<nn::Embedding>(config.vocab_size, config.d_model, &gen));
+  if (config.position == "learned")
+    pos_emb_ = register_module("pos_emb", std::make_shared<nn::Embedding>(config.max_seq_len, config.d_model, &gen));
+  for (int64_t l = 0; l < config.n_layers; ++l)
+    layers.push_back(register_module("layers." + std::to_string(l), std::make_shared<Block>(config, &gen)));
+  norm_ = register_module("norm", std::make_shared<nn::RMSNorm>(config.d_model, config.norm_eps));
+  if (!config.tie_embeddings)
+    lm_head_ = register_module("lm_head", std::make_shared<nn::Linear>(config.d_model, config.vocab_size, false, DType::Float32, &gen));
+
+  // GPT-2 style initialisation; residual projections scaled down with depth.
+  constexpr double kStd = 0.02;
+  for (const auto& [name, p] : named_parameters()) {
+    const bool residual = name.ends_with("attn.wo.weight") || name.ends_with("ffn.w2.weight");
+    if (residual) nn::init_residual_(p, kStd, config.n_layers, &gen);
+    else if (p.dim() == 2 && !name.ends_with(".delta") && !name.ends_with(".phase_bias")) nn::init_normal_(p, kStd, &gen);
+  }
+}
+
+Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
+  PHASOR_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 2, "model: tokens must be int64 [batch, seq], got ", tokens.dtype(),
+               " ", tokens.shape());
+  const int64_t n = tokens.size(1), offset = cache ? cache->length : 0;
+  PHASOR_CHECK(config_.position != "learned" || offset + n <= config_.max_seq_len, "model: position 'learned' supports at most max_seq_len = ",
+               config_.max_seq_len, " positions, got ", offset + n);
+  const Tensor ids = ops::contiguous(tokens);
+  const int64_t* p = ids.data<int64_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    PHASOR_CHECK(p[i] >= 0 && p[i] < config_.vocab_size, "model: token ", p[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
+
+  Tensor x = tok_emb_->forward(ids);
+  if (config_.position == "learned") x = x + narrow(pos_emb_->weight, 0, offset, n);
+  if (config_.position == "sinusoidal") x = x + sinusoidal_positions(n, config_.d_model, offset);
+  for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr);
+  if (cache) cache->length += n;
+  const Tensor& head = config_.tie_embeddings ? tok_emb_->weight : lm_head_->weight;
+  return matmul(norm_->forward(x), head, MatOp::None, MatOp::Transpose);
+}
+
+Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {
+  const Tensor logits = forward(tokens);
+  return cross_entropy(reshape(logits, {-1, config_.vocab_size}), ops::reshape(targets, {-1}));
+}
+
+KVCache CausalLM::make_cache(int64_t batch, int64_t capacity) const {
+  PHASOR_CHECK(config_.position != "learned" || capacity <= config_.max_seq_len, "generate: position 'learned' supports at most ",
+               config_.max_seq_len, " positions, asked for ", capacity);
+  KVCache cache;
+  cache.capacity = capacity;
+  for (size_t l = 0; l < layers.size(); ++l)
+    cache.layers.push_back({zeros({batch, capacity, config_.n_heads, config_.head_dim()}),
+                            zeros({batch, capacity, config_.n_heads, config_.head_dim()})});
+  return cache;
+}
+
+void CausalLM::set_rotation(RotationImpl impl) {
+  for (auto& layer : layers) layer->attn->rotation = impl;
+}
+
+namespace {
+bool takes_no_decay(const std::string& name, const Tensor& p) {
+  return p.dim() < 2 || name.ends_with(".delta") || name.ends_with(".phase_bias") || name.ends_with(".beta");
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> CausalLM::decayed_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, p] : named_parameters())
+    if (!takes_no_decay(name, p)) out.emplace_back(name, p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> CausalLM::undecayed_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, p] : named_parameters())
+    if (takes_no_decay(name, p)) out.emplace_back(name, p);
+  return out;
+}
+
+}  // namespace phasor

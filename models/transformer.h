@@ -1,0 +1,90 @@
+#pragma once
+// The causal language model of ../shared/SPEC-complexformer.md, every
+// `position` variant, with a KV cache for generation.
+#include <memory>
+#include <vector>
+
+#include "models/config.h"
+#include "nn/layers.h"
+
+namespace phasor {
+
+// Keys (already rotated) and values of one layer, preallocated to a capacity.
+struct LayerCache {
+  Tensor keys, values;  // [B, capacity, H, d]
+};
+struct KVCache {
+  std::vector<LayerCache> layers;
+  int64_t length = 0;  // positions already stored
+  int64_t capacity = 0;
+};
+
+// ALiBi slopes of the spec (including the rule for head counts that are not powers of two).
+std::vector<double> alibi_slopes(int64_t n_heads);
+
+// How the ComplexFormer rotation is computed: the fused op (default) or the
+// composition of autograd ops (the readable reference; same numbers).
+enum class RotationImpl { Fused, Composed };
+
+class Attention : public nn::Module {
+ public:
+  Attention(const ModelConfig& config, Generator* gen);
+  // x [B, N, D] at positions offset..offset+N-1; with a cache, keys/values are
+  // appended to it and attention covers everything stored so far.
+  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache) const;
+  // Pre-softmax scores [B, H, N, N] of a full sequence (for tests and attention maps).
+  Tensor scores(const Tensor& x, int64_t offset) const;
+
+  std::shared_ptr<nn::Linear> wq, wk, wv, wo;
+  Tensor delta, phase_bias, beta;  // complexformer only
+  RotationImpl rotation = RotationImpl::Fused;
+
+ private:
+  // Queries and keys after the variant's rotation, as real [B, N, H, d] tensors.
+  std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset) const;
+  Tensor rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset) const;
+
+  ModelConfig config_;
+  Tensor slopes_;  // ALiBi, not a parameter
+};
+
+class Block : public nn::Module {
+ public:
+  Block(const ModelConfig& config, Generator* gen);
+  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache) const;
+  std::shared_ptr<nn::RMSNorm> attn_norm, ffn_norm;
+  std::shared_ptr<Attention> attn;
+  std::shared_ptr<nn::SwiGLU> ffn;
+};
+
+class CausalLM : public nn::Module {
+ public:
+  // Weights initialised from `seed` (normal std 0.02, residual projections scaled
+  // by 1/sqrt(2 n_layers), CMHA parameters by config.cmha_init).
+  explicit CausalLM(const ModelConfig& config, uint64_t seed = 0);
+
+  // tokens int64 [B, N] -> logits [B, N, V]. With a cache, positions continue from cache->length.
+  Tensor forward(const Tensor& tokens, KVCache* cache = nullptr) const;
+  // Mean cross-entropy of next-token predictions.
+  Tensor loss(const Tensor& tokens, const Tensor& targets) const;
+
+  KVCache make_cache(int64_t batch, int64_t capacity) const;
+  void set_rotation(RotationImpl impl);
+  const ModelConfig& config() const { return config_; }
+  std::vector<std::shared_ptr<Block>> layers;
+
+  // Parameter groups for AdamW: 2-d weights decay; norms, delta, phase_bias and beta do not.
+  std::vector<std::pair<std::string, Tensor>> decayed_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> undecayed_parameters() const;
+
+ private:
+  ModelConfig config_;
+  std::shared_ptr<nn::Embedding> tok_emb_, pos_emb_;
+  std::shared_ptr<nn::RMSNorm> norm_;
+  std::shared_ptr<nn::Linear> lm_head_;
+};
+
+// Sinusoidal position encodings PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(...), rows offset..offset+n-1.
+Tensor sinusoidal_positions(int64_t n, int64_t d_model, int64_t offset);
+
+}  // namespace phasor

@@ -1,0 +1,135 @@
+#include "nn/optim.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "tensor/loop.h"
+#include "tensor/ops.h"
+
+namespace phasor::nn {
+
+namespace {
+// Real view of a parameter-shaped tensor (complex -> interleaved pairs).
+Tensor real_view(const Tensor& t) { return t.is_complex() ? ops::view_as_real(t) : t; }
+}  // namespace
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : options_(options) {
+  for (const ParamGroup& g : groups)
+    for (const auto& [name, p] : g.params) {
+      PHASOR_CHECK(p.is_contiguous(), "AdamW: parameter ", name, " must be contiguous");
+      slots_.push_back({name, p, zeros(p.shape(), p.dtype()), zeros(p.shape(), p.dtype()), g.weight_decay, g.lr_scale});
+    }
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  ++step_;
+  const double bc1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(step_)));
+  for (Slot& s : slots_) {
+    const Tensor grad = s.param.grad();
+    if (!grad.defined()) continue;
+    const double lr = options_.lr * s.lr_scale;
+    const Tensor p = real_view(s.param), g = ops::contiguous(real_view(grad)), m = real_view(s.exp_avg), v = real_view(s.exp_avg_sq);
+    dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
+      const T decay = static_cast<T>(1.0 - lr * s.weight_decay), b1 = static_cast<T>(options_.beta1),
+              b2 = static_cast<T>(options_.beta2), one_b1 = static_cast<T>(1.0 - options_.beta1),
+              one_b2 = static_cast<T>(1.0 - options_.beta2), eps = static_cast<T>(options_.eps),
+              inv_bc2 = static_cast<T>(bc2_sqrt), step_size = static_cast<T>(lr / bc1);
+      T *pp = p.data<T>(), *pm = m.data<T>(), *pv = v.data<T>();
+      const T* pg = g.data<T>();
+      const int64_t n = p.numel();
+#pragma omp parallel for if (n > cpu::kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        pp[i] *= decay;
+        pm[i] = pm[i] * b1 + pg[i] * one_b1;
+        pv[i] = pv[i] * b2 + pg[i] * pg[i] * one_b2;
+        const T denom = std::sqrt(pv[i]) / inv_bc2 + eps;
+        pp[i] -= step_size * (pm[i] / denom);
+      }
+    });
+    s.param.storage()->bump_version();
+  }
+}
+
+void AdamW::zero_grad() const {
+  for (const Slot& s : slots_) s.param.zero_grad();
+}
+
+StateDict AdamW::state() const {
+  StateDict out;
+  for (const Slot& s : slots_) {
+    out.emplace("exp_avg." + s.name, s.exp_avg);
+    out.emplace("exp_avg_sq." + s.name, s.exp_avg_sq);
+  }
+  return out;
+}
+
+void AdamW::load_state(const StateDict& state, int64_t step) {
+  for (Slot& s : slots_)
+    for (const auto& [key, target] : {std::pair<std::string, Tensor>{"exp_avg." + s.name, s.exp_avg}, {"exp_avg_sq." + s.name, s.exp_avg_sq}}) {
+      auto it = state.find(key);
+      PHASOR_CHECK(it != state.end(), "AdamW: optimizer state lacks '", key, "'");
+      PHASOR_CHECK(it->second.shape() == target.shape(), "AdamW: optimizer state '", key, "' has shape ", it->second.shape(),
+                   ", expected ", target.shape());
+      ops::copy_(target, it->second);
+    }
+  step_ = step;
+}
+
+SGD::SGD(NamedTensors params, double lr, double momentum, double weight_decay)
+    : params_(std::move(params)), momentum_buffers_(params_.size()), lr_(lr), momentum_(momentum), weight_decay_(weight_decay) {}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (weight_decay_ != 0.0) {
+      g = ops::clone(g);
+      ops::axpy_(g, p, weight_decay_);
+    }
+    if (momentum_ != 0.0) {
+      Tensor& buf = momentum_buffers_[i];
+      if (!buf.defined()) {
+        buf = ops::clone(g);  // PyTorch: the first step's buffer is the gradient itself
+      } else {
+        ops::binary_(ops::Binary::Mul, buf, scalar_tensor(momentum_, real_dtype(buf.dtype())));
+        ops::binary_(ops::Binary::Add, buf, g);
+      }
+      g = buf;
+    }
+    ops::axpy_(p, g, -lr_);
+  }
+}
+
+void SGD::zero_grad() const {
+  for (const auto& [name, p] : params_) p.zero_grad();
+}
+
+double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_lr, double min_lr) {
+  if (warmup > 0 && step < warmup) return max_lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (total <= warmup) return max_lr;
+  const double progress = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(total - warmup));
+  return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  double total = 0.0;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const double n = ops::norm(g).item<double>();
+    total += n * n;
+  }
+  total = std::sqrt(total);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0)
+    for (const Tensor& p : params)
+      if (p.grad().defined()) ops::binary_(ops::Binary::Mul, p.grad(), scalar_tensor(coef, real_dtype(p.grad().dtype())));
+  return total;
+}
+
+}  // namespace phasor::nn

@@ -1,0 +1,68 @@
+#pragma once
+// Optimizers (AdamW, SGD with momentum), the learning-rate schedule and
+// gradient clipping. Complex parameters are handled as PyTorch does: the
+// update runs on the real view (real and imaginary parts as separate scalars).
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace phasor::nn {
+
+struct ParamGroup {
+  NamedTensors params;
+  double weight_decay = 0.0;
+  double lr_scale = 1.0;  // this group's lr = optimizer lr * lr_scale
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions options);
+  // One step over every parameter with a gradient (PyTorch's formula, in its order of operations).
+  void step();
+  void zero_grad() const;
+  void set_lr(double lr) { options_.lr = lr; }
+  double lr() const { return options_.lr; }
+  int64_t steps() const { return step_; }
+
+  // Moments by parameter name ("exp_avg.<name>", "exp_avg_sq.<name>") and the step count, for checkpoints.
+  StateDict state() const;
+  void load_state(const StateDict& state, int64_t step);
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor param, exp_avg, exp_avg_sq;
+    double weight_decay, lr_scale;
+  };
+  std::vector<Slot> slots_;
+  AdamWOptions options_;
+  int64_t step_ = 0;
+};
+
+class SGD {
+ public:
+  SGD(NamedTensors params, double lr, double momentum = 0.0, double weight_decay = 0.0);
+  void step();
+  void zero_grad() const;
+
+ private:
+  NamedTensors params_;
+  std::vector<Tensor> momentum_buffers_;
+  double lr_, momentum_, weight_decay_;
+};
+
+// Linear warm-up over `warmup` steps to `max_lr`, then cosine decay to `min_lr` at `total` steps.
+double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_lr, double min_lr);
+
+// Scales all gradients so their global 2-norm is at most max_norm; returns the norm before clipping.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+}  // namespace phasor::nn

@@ -1,0 +1,63 @@
+#pragma once
+// Fused CPU kernels for the transformer: one pass over memory where the
+// composed ops would take several. Each forward has its backward beside it;
+// the differentiable front-ends are in autograd/fused.h.
+#include "tensor/tensor.h"
+
+namespace phasor::ops {
+
+// ---- RMSNorm over the last dim: y = x / sqrt(mean(x^2) + eps) * w ----
+struct RmsNormResult {
+  Tensor y, inv_rms;  // inv_rms: one float per row, saved for backward
+};
+RmsNormResult rms_norm(const Tensor& x, const Tensor& weight, double eps);
+struct RmsNormGrads {
+  Tensor dx, dweight;
+};
+RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& inv_rms);
+
+// ---- cross-entropy from logits [R, V] and int64 targets [R] ----
+// Mean over rows whose target != ignore_index; also returns each row's logsumexp.
+struct CrossEntropyResult {
+  Tensor loss, logsumexp;
+  int64_t count = 0;
+};
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean);
+// d loss / d logits = (softmax - onehot) * grad / count.
+Tensor cross_entropy_backward(double grad, const Tensor& logits, const Tensor& targets, const Tensor& logsumexp,
+                              int64_t ignore_index, double scale);
+
+// ---- rotary position tables ----
+// table[m, j] = exp(i (offset + m) w_j) * zeta_j^(sign (offset + m) / S) with
+// w_j = base^(-2j/d) (d = 2 P); zeta = 1 (plain RoPE) when xpos_scale_base is 0.
+// Phases are computed in float64 and stored in `dtype` (complex64 or complex128).
+Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, int xpos_sign, DType dtype);
+// z [B, N, H, P] complex times table [N, P] (broadcast over B and H). The
+// backward of a multiplication by a table is the multiplication by its conjugate.
+Tensor rotate(const Tensor& z, const Tensor& table, bool conjugate_table);
+
+// ---- ComplexFormer: Euler transform + adaptive differential rotation ----
+// z [B, N, H, P] complex; delta, phase_bias [H, P]; beta [H] (real). For head h,
+// position m = offset + n and pair j:
+//   out = r exp(i (delta phi + phase_bias + beta m w_j)),  r = sqrt(|z|^2 + eps), phi = atan2(Im z, Re z).
+// phase_bias may be undefined (keys take none).
+struct CmhaParams {
+  Tensor delta, phase_bias, beta;
+  int64_t offset = 0;
+  double rope_base = 10000.0;
+};
+constexpr double kEulerEps = 1e-9;
+Tensor cmha_rotate(const Tensor& z, const CmhaParams& p);
+struct CmhaGrads {
+  Tensor dz, ddelta, dphase_bias, dbeta;
+};
+CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z, const CmhaParams& p);
+
+// ---- attention probabilities ----
+// probs = softmax over keys n <= m + offset of (scale * scores - slope_h (m + offset - n)),
+// scores [B, H, Nq, Nk]; slopes [H] may be undefined (no ALiBi bias).
+Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes);
+// d scores = scale * probs * (grad - sum(grad * probs)).
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale);
+
+}  // namespace phasor::ops
