@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "tensor/backend.h"
 #include "tensor/loop.h"
 #include "tensor/ops.h"
 
@@ -17,7 +18,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : options_(op
   for (const ParamGroup& g : groups)
     for (const auto& [name, p] : g.params) {
       PHASOR_CHECK(p.is_contiguous(), "AdamW: parameter ", name, " must be contiguous");
-      slots_.push_back({name, p, zeros(p.shape(), p.dtype()), zeros(p.shape(), p.dtype()), g.weight_decay, g.lr_scale});
+      slots_.push_back({name, p, zeros(p.shape(), p.dtype(), p.device()), zeros(p.shape(), p.dtype(), p.device()), g.weight_decay, g.lr_scale});
     }
 }
 
@@ -31,6 +32,10 @@ void AdamW::step() {
     if (!grad.defined()) continue;
     const double lr = options_.lr * s.lr_scale;
     const Tensor p = real_view(s.param), g = ops::contiguous(real_view(grad)), m = real_view(s.exp_avg), v = real_view(s.exp_avg_sq);
+    if (Backend* b = device_backend("AdamW", p, {g, m, v})) {
+      b->adamw_step_(p, g, m, v, lr, s.weight_decay, options_.beta1, options_.beta2, options_.eps, bc1, bc2_sqrt);
+      continue;
+    }
     dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
       const T decay = static_cast<T>(1.0 - lr * s.weight_decay), b1 = static_cast<T>(options_.beta1),
               b2 = static_cast<T>(options_.beta2), one_b1 = static_cast<T>(1.0 - options_.beta1),

@@ -1,6 +1,7 @@
 // Elementwise CPU kernels: unary maths, binary arithmetic with broadcasting and
 // type promotion, comparisons, and conversions. One functor per op, one loop
 // (tensor/loop.h) for all of them.
+#include "tensor/backend.h"
 #include <cmath>
 
 #include "tensor/loop.h"
@@ -25,7 +26,7 @@ namespace {
 Tensor operand(const Tensor& t, DType dtype, const Dims& shape) { return expand(to(t, dtype), shape); }
 
 template <class T>
-T unary_value(Unary op, T x) {
+inline __attribute__((always_inline)) T unary_value(Unary op, T x) {
   using R = real_of<T>;
   switch (op) {
     case Unary::Neg: return -x;
@@ -93,6 +94,7 @@ bool needs_inexact(Binary op) { return op == Binary::Div || op == Binary::Atan2;
 }  // namespace
 
 Tensor unary(Unary op, const Tensor& x) {
+  if (Backend* b = device_backend(name(op), x)) return b->unary(op, x);
   const DType in = x.dtype();
   PHASOR_CHECK(in != DType::Bool, name(op), ": not defined for bool tensors");
   PHASOR_CHECK(!(is_complex(in) && complex_unsupported(op)), name(op), ": not defined for complex dtype ", in);
@@ -119,13 +121,23 @@ Tensor unary(Unary op, const Tensor& x) {
   Tensor out = empty(x.shape(), work);
   dispatch(work, [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>) {
-      cpu::map<T, T>(out, {src}, [op](T v) { return unary_value(op, v); });
+      // One loop per op: the switch stays outside the element loop so each loop vectorises.
+      switch (op) {
+        case Unary::Neg: cpu::map<T, T>(out, {src}, [](T v) { return unary_value(Unary::Neg, v); }); break;
+        case Unary::Exp: cpu::map<T, T>(out, {src}, [](T v) { return unary_value(Unary::Exp, v); }); break;
+        case Unary::Sigmoid: cpu::map<T, T>(out, {src}, [](T v) { return unary_value(Unary::Sigmoid, v); }); break;
+        case Unary::Silu: cpu::map<T, T>(out, {src}, [](T v) { return unary_value(Unary::Silu, v); }); break;
+        case Unary::Square: cpu::map<T, T>(out, {src}, [](T v) { return unary_value(Unary::Square, v); }); break;
+        case Unary::Rsqrt: cpu::map<T, T>(out, {src}, [](T v) { return unary_value(Unary::Rsqrt, v); }); break;
+        default: cpu::map<T, T>(out, {src}, [op](T v) { return unary_value(op, v); });
+      }
     }
   });
   return out;
 }
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
+  if (Backend* be = device_backend(name(op), a, {b})) return be->binary(op, a, b);
   const Dims shape = broadcast_shapes(a.shape(), b.shape(), name(op));
   DType dt = promote(a.dtype(), b.dtype());
   if (dt == DType::Bool) dt = DType::Int64;
@@ -149,6 +161,7 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 void binary_(Binary op, const Tensor& dst, const Tensor& src) {
+  if (Backend* b = device_backend(name(op), dst, {src})) return b->binary_(op, dst, src);
   PHASOR_CHECK(promote(dst.dtype(), src.dtype()) == dst.dtype(), name(op), "_: result dtype ",
                promote(dst.dtype(), src.dtype()), " cannot be stored in place in a ", dst.dtype(), " tensor");
   const Tensor y = operand(src, dst.dtype(), dst.shape());
@@ -161,6 +174,7 @@ void binary_(Binary op, const Tensor& dst, const Tensor& src) {
 }
 
 void axpy_(const Tensor& dst, const Tensor& src, double alpha) {
+  if (Backend* b = device_backend("axpy_", dst, {src})) return b->axpy_(dst, src, alpha);
   const Tensor y = operand(src, dst.dtype(), dst.shape());
   dispatch_inexact(dst.dtype(), "axpy_", [&]<class T>() {
     const auto a = static_cast<real_of<T>>(alpha);
@@ -170,6 +184,7 @@ void axpy_(const Tensor& dst, const Tensor& src, double alpha) {
 }
 
 Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
+  if (Backend* be = device_backend("compare", a, {b})) return be->compare(op, a, b);
   const Dims shape = broadcast_shapes(a.shape(), b.shape(), "compare");
   const DType dt = promote(a.dtype(), b.dtype());
   PHASOR_CHECK(!is_complex(dt) || op == Compare::Eq || op == Compare::Ne,
@@ -197,6 +212,7 @@ Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (Backend* be = device_backend("where", cond, {a, b})) return be->where(cond, a, b);
   PHASOR_CHECK(cond.dtype() == DType::Bool, "where: condition must be bool, got ", cond.dtype());
   const Dims shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
   const DType dt = promote(a.dtype(), b.dtype());
@@ -211,6 +227,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, c128 value) {
 }
 
 Tensor polar(const Tensor& abs, const Tensor& angle) {
+  if (Backend* b = device_backend("polar", abs, {angle})) return b->polar(abs, angle);
   const Dims shape = broadcast_shapes(abs.shape(), angle.shape(), "polar");
   const DType rt = promote(abs.dtype(), angle.dtype());
   PHASOR_CHECK(is_floating(rt), "polar: expected real floating inputs, got ", abs.dtype(), " and ", angle.dtype());
@@ -223,6 +240,7 @@ Tensor polar(const Tensor& abs, const Tensor& angle) {
 }
 
 Tensor complex(const Tensor& re, const Tensor& im) {
+  if (Backend* b = device_backend("complex", re, {im})) return b->complex(re, im);
   const Dims shape = broadcast_shapes(re.shape(), im.shape(), "complex");
   const DType rt = promote(re.dtype(), im.dtype());
   PHASOR_CHECK(is_floating(rt), "complex: expected real floating inputs, got ", re.dtype(), " and ", im.dtype());
@@ -235,6 +253,7 @@ Tensor complex(const Tensor& re, const Tensor& im) {
 }
 
 Tensor pow_scalar(const Tensor& x, double p) {
+  if (Backend* b = device_backend("pow", x)) return b->pow_scalar(x, p);
   const DType dt = is_inexact(x.dtype()) ? x.dtype() : DType::Float32;
   Tensor out = empty(x.shape(), dt);
   const Tensor src = to(x, dt);
@@ -264,6 +283,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
   PHASOR_CHECK(dst.device() == src.device(), "copy_: devices differ (", dst.device(), " and ", src.device(), ")");
   const Tensor s = expand(src, dst.shape());
   dispatch(dst.dtype(), [&]<class D>() {
+  if (Backend* b = backend_for(dst.device())) return b->copy_(dst, src);
     dispatch(src.dtype(), [&]<class S>() {
       cpu::map<D, S>(dst, {s}, [](S v) { return convert<D>(v); });
     });
@@ -272,6 +292,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
 }
 
 void fill_(const Tensor& dst, c128 value) {
+  if (Backend* b = backend_for(dst.device())) return b->fill_(dst, value);
   dispatch(dst.dtype(), [&]<class T>() {
     T v;
     if constexpr (is_complex_v<T>) v = T(static_cast<real_of<T>>(value.real()), static_cast<real_of<T>>(value.imag()));

@@ -1,6 +1,7 @@
 // Fused transformer kernels (CPU). Rows are independent and split across
 // OpenMP threads; per-parameter reductions (RMSNorm weight, CMHA delta /
 // phase_bias / beta) accumulate per thread and are summed once at the end.
+#include "tensor/backend.h"
 #include "tensor/fused.h"
 
 #include <omp.h>
@@ -41,6 +42,7 @@ bool threaded(int64_t work) { return work > cpu::kParallelGrain; }
 // ---------------------------------------------------------------- RMSNorm
 
 RmsNormResult rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
+  if (Backend* b = device_backend("rms_norm", x_in, {weight})) return b->rms_norm(x_in, weight, eps);
   PHASOR_CHECK(x_in.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x_in.size(-1), "rms_norm: weight shape ", weight.shape(),
                " does not match the last dim of input ", x_in.shape());
   PHASOR_CHECK(x_in.dtype() == weight.dtype(), "rms_norm: input dtype ", x_in.dtype(), " differs from weight dtype ", weight.dtype());
@@ -68,6 +70,7 @@ RmsNormResult rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
 
 // With u = g w and r = inv_rms: dx = r u - r^3 x mean(u x), dw = sum_rows g x r.
 RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x_in, const Tensor& weight, const Tensor& inv_rms) {
+  if (Backend* b = device_backend("rms_norm_backward", grad, {x_in, weight, inv_rms})) return b->rms_norm_backward(grad, x_in, weight, inv_rms);
   const Tensor g = contiguous(grad), x = contiguous(x_in), w = contiguous(weight), r = contiguous(inv_rms);
   const int64_t d = x.size(-1), rows = rows_of(x);
   RmsNormGrads out{empty(x.shape(), x.dtype()), empty(w.shape(), w.dtype())};
@@ -100,6 +103,7 @@ RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x_in, const Ten
 // ---------------------------------------------------------------- cross-entropy
 
 CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index, bool mean) {
+  if (Backend* b = device_backend("cross_entropy", logits_in, {targets_in})) return b->cross_entropy(logits_in, targets_in, ignore_index, mean);
   PHASOR_CHECK(logits_in.dim() == 2, "cross_entropy: logits must be [rows, classes], got ", logits_in.shape());
   PHASOR_CHECK(targets_in.dtype() == DType::Int64 && targets_in.dim() == 1 && targets_in.size(0) == logits_in.size(0),
                "cross_entropy: targets must be int64 [", logits_in.size(0), "], got ", targets_in.dtype(), " ", targets_in.shape());
@@ -136,6 +140,7 @@ CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_
 
 Tensor cross_entropy_backward(double grad, const Tensor& logits_in, const Tensor& targets_in, const Tensor& logsumexp,
                               int64_t ignore_index, double scale) {
+  if (Backend* b = device_backend("cross_entropy_backward", logits_in, {targets_in, logsumexp})) return b->cross_entropy_backward(grad, logits_in, targets_in, logsumexp, ignore_index, scale);
   const Tensor logits = contiguous(logits_in), targets = contiguous(targets_in), lse = contiguous(logsumexp);
   const int64_t rows = logits.size(0), v = logits.size(1);
   Tensor d = empty(logits.shape(), logits.dtype());
@@ -187,6 +192,7 @@ Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, doubl
 }
 
 Tensor rotate(const Tensor& z_in, const Tensor& table_in, bool conjugate_table) {
+  if (Backend* b = device_backend("rotate", z_in, {table_in})) return b->rotate(z_in, table_in, conjugate_table);
   PHASOR_CHECK(z_in.is_complex() && z_in.dim() == 4, "rotate: expected complex [B, N, H, P], got ", z_in.dtype(), " ", z_in.shape());
   PHASOR_CHECK(table_in.dim() == 2 && table_in.size(0) == z_in.size(1) && table_in.size(1) == z_in.size(3),
                "rotate: table shape ", table_in.shape(), " does not match [N, P] of ", z_in.shape());
@@ -241,6 +247,7 @@ CmhaArrays arrays(const Tensor& z, const CmhaParams& p) {
 }  // namespace
 
 Tensor cmha_rotate(const Tensor& z_in, const CmhaParams& p) {
+  if (Backend* b = device_backend("cmha_rotate", z_in, {p.delta, p.phase_bias, p.beta})) return b->cmha_rotate(z_in, p);
   check_cmha(z_in, p);
   const Tensor z = contiguous(z_in);
   const CmhaArrays a = arrays(z, p);
@@ -282,6 +289,7 @@ Tensor cmha_rotate(const Tensor& z_in, const CmhaParams& p) {
 // regularised derivatives dr/dz = z/r and dphi/d(x, y) = (-y, x)/r^2:
 //   G_z = (dL/dr / r + i dL/dphi / r^2) z.
 CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z_in, const CmhaParams& p) {
+  if (Backend* b = device_backend("cmha_rotate_backward", grad, {z_in, p.delta, p.phase_bias, p.beta})) return b->cmha_rotate_backward(grad, z_in, p);
   check_cmha(z_in, p);
   const Tensor z = contiguous(z_in), g = contiguous(to(grad, z_in.dtype()));
   const CmhaArrays a = arrays(z, p);
@@ -354,6 +362,7 @@ CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z_in, const Cmh
 // ---------------------------------------------------------------- attention softmax
 
 Tensor attention_softmax(const Tensor& scores_in, double scale, int64_t offset, const Tensor& slopes_in) {
+  if (Backend* b = device_backend("attention_softmax", scores_in, {slopes_in})) return b->attention_softmax(scores_in, scale, offset, slopes_in);
   PHASOR_CHECK(scores_in.dim() == 4, "attention_softmax: expected scores [B, H, Nq, Nk], got ", scores_in.shape());
   const Tensor scores = contiguous(scores_in);
   const int64_t b = scores.size(0), h = scores.size(1), nq = scores.size(2), nk = scores.size(3);
@@ -389,6 +398,7 @@ Tensor attention_softmax(const Tensor& scores_in, double scale, int64_t offset, 
 }
 
 Tensor attention_softmax_backward(const Tensor& grad_in, const Tensor& probs, double scale) {
+  if (Backend* b = device_backend("attention_softmax_backward", grad_in, {probs})) return b->attention_softmax_backward(grad_in, probs, scale);
   const Tensor grad = contiguous(grad_in);
   const int64_t nk = probs.size(-1), rows = probs.numel() / std::max<int64_t>(nk, 1);
   Tensor d = empty(probs.shape(), probs.dtype());

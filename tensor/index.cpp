@@ -1,4 +1,5 @@
 // Indexing: gathers, scatter-adds, concatenation and splitting.
+#include "tensor/backend.h"
 #include "tensor/loop.h"
 #include "tensor/ops.h"
 
@@ -23,6 +24,7 @@ ThreeD around(const Tensor& x, int d) {
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  if (Backend* b = device_backend("index_select", x, {index})) return b->index_select(x, dim, index);
   check_index(index, "index_select");
   PHASOR_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape ", index.shape());
   const int d = wrap_dim(dim, x.dim(), "index_select");
@@ -47,6 +49,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (Backend* b = device_backend("index_add", x, {index, src})) return b->index_add(x, dim, index, src);
   check_index(index, "index_add");
   const int d = wrap_dim(dim, x.dim(), "index_add");
   const Tensor idx = contiguous(reshape(index, Dims{-1}));
@@ -75,6 +78,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  if (Backend* b = device_backend("gather", x, {index})) return b->gather(x, dim, index);
   check_index(index, "gather");
   const int d = wrap_dim(dim, x.dim(), "gather");
   PHASOR_CHECK(index.dim() == x.dim(), "gather: index rank ", index.dim(), " differs from input rank ", x.dim());
@@ -108,6 +112,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (Backend* b = device_backend("scatter_add", src, {index})) return b->scatter_add(shape, dim, index, src);
   check_index(index, "scatter_add");
   const int d = wrap_dim(dim, shape.size(), "scatter_add");
   PHASOR_CHECK(index.shape() == src.shape(), "scatter_add: index shape ", index.shape(), " differs from source shape ", src.shape());

@@ -1,6 +1,7 @@
 // Batched matrix multiply on OpenBLAS. Transposes and conjugate-transposes
 // are passed to BLAS as flags (never materialised); an operand is copied only
 // when its last two dims have no unit stride at all.
+#include "tensor/backend.h"
 #include <cblas.h>
 
 #include "tensor/ops.h"
@@ -74,6 +75,7 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Dims& batch) {
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
+  if (Backend* b = device_backend("matmul", a_in, {b_in})) return b->matmul(a_in, b_in, op_a, op_b);
   PHASOR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: 0-d operands (shapes ", a_in.shape(), " and ", b_in.shape(), ")");
   PHASOR_CHECK(a_in.device() == b_in.device(), "matmul: devices differ (", a_in.device(), " and ", b_in.device(), ")");
   // 1-d operands act as a row (a) or a column (b) vector, as in NumPy.

@@ -2,6 +2,7 @@
 // "rows" (reduce the contiguous trailing block of each row) or "columns"
 // (reduce the leading block, summing whole rows into one accumulator row),
 // with one copy only when the reduced dims are interleaved with kept ones.
+#include "tensor/backend.h"
 #include <omp.h>
 
 #include <cmath>
@@ -98,6 +99,7 @@ void sum_columns(const T* x, T* out, int64_t reduced, int64_t cols) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (Backend* b = device_backend("sum", x)) return b->sum(x, dims, keepdim);
   const ReducePlan p = plan_reduction(x, dims, keepdim, "sum");
   const DType dt = x.dtype() == DType::Bool ? DType::Int64 : x.dtype();
   Tensor out = empty(p.out_shape, dt);
@@ -155,8 +157,14 @@ ValuesIndices extreme(const Tensor& x, int64_t dim, bool keepdim, bool want_max,
 }
 }  // namespace
 
-ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return extreme(x, dim, keepdim, true, "max"); }
-ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return extreme(x, dim, keepdim, false, "min"); }
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  if (Backend* b = device_backend("max", x)) return b->max(x, dim, keepdim);
+  return extreme(x, dim, keepdim, true, "max");
+}
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
+  if (Backend* b = device_backend("min", x)) return b->min(x, dim, keepdim);
+  return extreme(x, dim, keepdim, false, "min");
+}
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return extreme(x, dim, keepdim, true, "argmax").indices; }
 
 Tensor amax(const Tensor& x) {
@@ -198,6 +206,7 @@ T row_max(const T* v, int64_t n) {
 }  // namespace
 
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
+  if (Backend* b = device_backend("logsumexp", x)) return b->logsumexp(x, dim, keepdim);
   return along_dim(x, dim, true, keepdim, "logsumexp", []<class T>(const T* v, T* o, int64_t n) {
     const T m = row_max(v, n);
     if (std::isinf(m)) {
@@ -211,6 +220,7 @@ Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (Backend* b = device_backend("softmax", x)) return b->softmax(x, dim);
   return along_dim(x, dim, false, false, "softmax", []<class T>(const T* v, T* o, int64_t n) {
     const T m = row_max(v, n);
     if (m == -std::numeric_limits<T>::infinity()) {  // fully masked row: all zeros, not NaN
@@ -225,6 +235,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (Backend* b = device_backend("log_softmax", x)) return b->log_softmax(x, dim);
   return along_dim(x, dim, false, false, "log_softmax", []<class T>(const T* v, T* o, int64_t n) {
     const T m = row_max(v, n);
     acc_t<T> s = 0;
@@ -254,6 +265,7 @@ Tensor sum_to(const Tensor& grad, const Dims& shape) {
 }
 
 bool all_finite(const Tensor& x) {
+  if (Backend* b = device_backend("all_finite", x)) return b->all_finite(x);
   if (!is_inexact(x.dtype())) return true;
   const Tensor r = x.is_complex() ? contiguous(view_as_real(x)) : contiguous(x);
   bool ok = true;

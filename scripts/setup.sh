@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything Phasor's build, tests and benchmarks need on a fresh
+# Debian machine. Idempotent: when all packages are present it only checks.
+set -euo pipefail
+
+packages=(
+  build-essential cmake                  # compiler and build
+  libopenblas-dev libopenblas0-pthread   # CPU GEMM (LibTorch uses it too: without it, a slow reference BLAS)
+  doctest-dev libbenchmark-dev           # tests and micro-benchmarks
+  libcli11-dev nlohmann-json3-dev        # command line and JSON
+  bible-kjv                              # the built-in `kjv` corpus
+  libtorch-dev                           # the LibTorch reference (parity tests, comparisons)
+  clang libclang-rt-14-dev               # libFuzzer targets
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

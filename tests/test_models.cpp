@@ -1,0 +1,221 @@
+// The models of the spec: rotation implementations, position variants, KV cache.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "models/transformer.h"
+#include "nn/optim.h"
+#include "phasor.h"
+
+using namespace phasor;
+
+namespace {
+const char* const kVariants[] = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
+
+ModelConfig small_config(const std::string& position) {
+  ModelConfig c;
+  c.position = position;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.d_ff = 64;
+  c.max_seq_len = 64;
+  return c;
+}
+
+Tensor random_tokens(int64_t b, int64_t n, uint64_t seed) {
+  Generator g(seed);
+  std::vector<int64_t> ids(static_cast<size_t>(b * n));
+  for (auto& t : ids) t = static_cast<int64_t>(g.next_u64() % 256);
+  return from_vector(ids, {b, n});
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+double max_abs(const Tensor& a) {
+  double m = 0;
+  for (double v : a.to_vector<double>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("fused CMHA rotation passes gradcheck in float64") {
+  Generator g(3);
+  const Tensor z = randn({2, 5, 3, 4}, DType::Complex128, &g).requires_grad_();
+  const Tensor delta = normal({3, 4}, 1.0, 0.5, DType::Float64, &g).requires_grad_();
+  const Tensor bias = randn({3, 4}, DType::Float64, &g).requires_grad_();
+  const Tensor beta = normal({3}, 1.0, 0.3, DType::Float64, &g).requires_grad_();
+  for (bool with_bias : {true, false}) {
+    auto r = gradcheck([&](const std::vector<Tensor>& in) { return cmha_rotate(in[0], in[1], with_bias ? in[2] : Tensor(), in[3], 7, 10000.0); },
+                       {z, delta, bias, beta}, {1e-6, 1e-6, 1e-5});
+    CHECK_MESSAGE(r.ok, r.message);
+  }
+}
+
+TEST_CASE("fused CMHA rotation is finite at the origin and uses the eps-regularised derivative there") {
+  const Tensor z = zeros({1, 1, 1, 2}, DType::Complex128).requires_grad_();
+  const Tensor delta = ones({1, 2}, DType::Float64).requires_grad_(), beta = ones({1}, DType::Float64).requires_grad_();
+  const Tensor out = cmha_rotate(z, delta, Tensor(), beta, 0, 10000.0);
+  sum(real(out) + imag(out)).backward();
+  CHECK(ops::all_finite(z.grad()));
+  CHECK(ops::all_finite(delta.grad()));
+  // |out| = sqrt(0 + eps) at the origin.
+  CHECK(abs(out).to_vector<double>()[0] == doctest::Approx(std::sqrt(ops::kEulerEps)));
+}
+
+TEST_CASE("rotary table multiply and attention softmax pass gradcheck in float64") {
+  Generator g(4);
+  const Tensor z = randn({2, 6, 2, 3}, DType::Complex128, &g).requires_grad_();
+  const Tensor table = ops::rotary_table(6, 3, 5, 10000.0, 512.0, +1, DType::Complex128);
+  auto r = gradcheck([&](const std::vector<Tensor>& in) { return rotate(in[0], table); }, {z});
+  CHECK_MESSAGE(r.ok, r.message);
+  const Tensor scores = randn({2, 3, 4, 6}, DType::Float64, &g).requires_grad_();
+  const Tensor slopes = from_vector<double>({0.5, 0.25, 0.125});
+  auto s = gradcheck([&](const std::vector<Tensor>& in) { return attention_softmax(in[0], 0.7, 2, slopes); }, {scores});
+  CHECK_MESSAGE(s.ok, s.message);
+}
+
+TEST_CASE("attention softmax masks future keys and applies ALiBi slopes") {
+  const Tensor scores = zeros({1, 1, 3, 3});
+  const auto p = attention_softmax(scores, 1.0, 0, Tensor()).to_vector<float>();
+  CHECK(p[1] == 0.0f);
+  CHECK(p[2] == 0.0f);
+  CHECK(p[3] == doctest::Approx(0.5));
+  const auto a = attention_softmax(scores, 1.0, 0, from_vector<float>({1.0f})).to_vector<float>();
+  // Row 1: logits (−1, 0) -> softmax
+  CHECK(a[4] == doctest::Approx(1.0 / (1.0 + std::exp(-1.0))));
+}
+
+TEST_CASE("fused and composed ComplexFormer rotations agree on values and every gradient") {
+  ModelConfig c = small_config("complexformer");
+  c.cmha_init = "paper";  // non-trivial delta, so the semantic angle term matters
+  CausalLM fused(c, 11), composed(c, 11);
+  composed.set_rotation(RotationImpl::Composed);
+  // Give phase_bias and beta non-default values too.
+  for (auto* m : {&fused, &composed})
+    for (auto& layer : m->layers) {
+      Generator g(5);
+      ops::copy_(layer->attn->phase_bias, normal(layer->attn->phase_bias.shape(), 0.0, 0.3, DType::Float32, &g));
+      ops::copy_(layer->attn->beta, normal(layer->attn->beta.shape(), 1.0, 0.2, DType::Float32, &g));
+    }
+  const Tensor tokens = random_tokens(2, 16, 1), targets = random_tokens(2, 16, 2);
+  const Tensor lf = fused.forward(tokens), lc = composed.forward(tokens);
+  CHECK(max_abs_diff(lf, lc) < 1e-4);
+  fused.loss(tokens, targets).backward();
+  composed.loss(tokens, targets).backward();
+  const auto pf = fused.named_parameters(), pc = composed.named_parameters();
+  REQUIRE(pf.size() == pc.size());
+  for (size_t i = 0; i < pf.size(); ++i) {
+    const double scale = std::max(1e-3, max_abs(pc[i].second.grad()));
+    INFO(pf[i].first);
+    CHECK(max_abs_diff(pf[i].second.grad(), pc[i].second.grad()) / scale < 2e-3);
+  }
+}
+
+TEST_CASE("an untrained complexformer with cmha_init=rope equals rope on the same weights") {
+  CausalLM cf(small_config("complexformer"), 21), rope(small_config("rope"), 22);
+  nn::StateDict state = cf.state_dict();
+  for (auto it = state.begin(); it != state.end();) {  // drop the CMHA parameters rope does not have
+    const bool cmha = it->first.ends_with(".delta") || it->first.ends_with(".phase_bias") || it->first.ends_with(".beta");
+    it = cmha ? state.erase(it) : std::next(it);
+  }
+  rope.load_state_dict(state);
+  const Tensor tokens = random_tokens(2, 24, 3);
+  CHECK(max_abs_diff(cf.forward(tokens), rope.forward(tokens)) < 1e-4);
+}
+
+TEST_CASE("rotary scores depend on m - n only") {
+  for (const char* position : {"complexformer", "rope", "xpos"}) {
+    ModelConfig c = small_config(position);
+    c.cmha_init = "paper";
+    CausalLM model(c, 31);
+    Generator g(2);
+    const Tensor x = randn({1, 10, c.d_model}, DType::Float32, &g);
+    const Attention& attn = *model.layers[0]->attn;
+    const Tensor s0 = attn.scores(x, 0), s1 = attn.scores(x, 37);
+    INFO(position);
+    // Causal entries (n <= m) are what attention uses; XPos's scale factors cancel there only.
+    const Tensor mask = ops::causal_mask(10, 10);
+    const Tensor d0 = masked_fill(s0, mask, 0.0), d1 = masked_fill(s1, mask, 0.0);
+    CHECK(max_abs_diff(d0, d1) < 2e-3 * std::max(1.0, max_abs(d0)));
+  }
+}
+
+TEST_CASE("cached generation gives the logits of a full forward pass, for every variant") {
+  for (const char* position : kVariants) {
+    INFO(position);
+    ModelConfig c = small_config(position);
+    c.cmha_init = "paper";
+    CausalLM model(c, 41);
+    NoGradGuard no_grad;
+    const Tensor tokens = random_tokens(1, 12, 5);
+    const Tensor full = model.forward(tokens);
+    KVCache cache = model.make_cache(1, 12);
+    const Tensor first = model.forward(tokens.narrow(1, 0, 5), &cache);  // a prompt, then one token at a time
+    CHECK(max_abs_diff(first, full.narrow(1, 0, 5)) < 1e-4);
+    for (int64_t i = 5; i < 12; ++i) {
+      const Tensor step = model.forward(tokens.narrow(1, i, 1).contiguous(), &cache);
+      CHECK(max_abs_diff(step, full.narrow(1, i, 1)) < 1e-4);
+    }
+    CHECK(cache.length == 12);
+  }
+}
+
+TEST_CASE("ALiBi slopes follow the spec, including non-powers of two") {
+  const auto s8 = alibi_slopes(8);
+  for (int h = 0; h < 8; ++h) CHECK(s8[h] == doctest::Approx(std::pow(2.0, -(h + 1.0))));
+  const auto s6 = alibi_slopes(6);  // P2 = 4: 2^-2, 2^-4, 2^-6, 2^-8, then every other of the 8-series: 2^-1, 2^-3
+  const std::vector<double> want = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  REQUIRE(s6.size() == 6);
+  for (int h = 0; h < 6; ++h) CHECK(s6[h] == doctest::Approx(want[h]));
+}
+
+TEST_CASE("every variant trains: loss starts near log(V) and falls on a repeated batch") {
+  for (const char* position : kVariants) {
+    INFO(position);
+    CausalLM model(small_config(position), 51);
+    nn::AdamW opt({{model.named_parameters(), 0.0, 1.0}}, {1e-2, 0.9, 0.99, 1e-8});
+    const Tensor tokens = random_tokens(2, 16, 6), targets = random_tokens(2, 16, 7);
+    const double first = model.loss(tokens, targets).item<double>();
+    CHECK(first == doctest::Approx(std::log(256.0)).epsilon(0.05));
+    double last = first;
+    for (int i = 0; i < 15; ++i) {
+      opt.zero_grad();
+      Tensor loss = model.loss(tokens, targets);
+      loss.backward();
+      opt.step();
+      last = loss.item<double>();
+    }
+    CHECK(last < first - 1.0);
+  }
+}
+
+TEST_CASE("bad model configurations and inputs are refused with clear errors") {
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  ModelConfig c = small_config("rope");
+  c.n_heads = 5;
+  CHECK(error_of([&] { CausalLM m(c); }).find("not divisible by n_heads") != std::string::npos);
+  c = small_config("rope");
+  c.d_model = 36;
+  c.n_heads = 4;  // head width 9
+  CHECK(error_of([&] { CausalLM m(c); }).find("even head width") != std::string::npos);
+  c = small_config("learned");
+  CausalLM learned(c);
+  CHECK(error_of([&] { (void)learned.forward(random_tokens(1, 65, 1)); }).find("at most max_seq_len") != std::string::npos);
+  CausalLM rope(small_config("rope"));
+  CHECK(error_of([&] { (void)rope.forward(from_vector<int64_t>({300}, {1, 1})); }).find("outside the vocabulary") != std::string::npos);
+}
