@@ -62,7 +62,9 @@ std::string format_shape(const std::vector<int64_t>& shape) {
 }
 
 std::string format_range(uint64_t begin, uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  std::ostringstream os;  // (string concatenation here trips a GCC 12 -Wrestrict false positive)
+  os << '[' << begin << ", " << end << ']';
+  return os.str();
 }
 
 // product(shape) * element_bytes, or nullopt if it does not fit in 64 bits.
