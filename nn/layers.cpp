@@ -65,7 +65,7 @@ Dropout::Dropout(double p_, uint64_t seed) : p(p_), generator(seed) {
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p == 0.0) return x;
   const Tensor keep = ge(rand(x.shape(), real_dtype(x.dtype()), &generator), scalar_tensor(p, real_dtype(x.dtype())));
-  return x * to(keep, real_dtype(x.dtype())) * (1.0 / (1.0 - p));
+  return x * phasor::to(keep, real_dtype(x.dtype())) * (1.0 / (1.0 - p));
 }
 
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/fast_math.h"
 #include "tensor/loop.h"
 #include "tensor/ops.h"
 
@@ -257,6 +258,7 @@ Tensor cmha_rotate(const Tensor& z_in, const CmhaParams& p) {
   dispatch_inexact(z.dtype(), "cmha_rotate", [&]<class C>() {
     if constexpr (is_complex_v<C>) {
       using R = real_of<C>;
+      const std::vector<R> no_bias(static_cast<size_t>(pairs), R(0));  // keys: no phase bias
       const C* pz = z.data<C>();
       const R *pd = a.delta.data<R>(), *pbeta = a.beta.data<R>(), *pbias = a.bias.defined() ? a.bias.data<R>() : nullptr;
       C* po = out.data<C>();
@@ -266,15 +268,24 @@ Tensor cmha_rotate(const Tensor& z_in, const CmhaParams& p) {
           const double pos = static_cast<double>(p.offset + m);
           for (int64_t hi = 0; hi < h; ++hi) {
             const int64_t base = ((bi * n + m) * h + hi) * pairs;
+            // Interleaved (re, im) as plain reals so the pair loop vectorises.
+            const R* zin = reinterpret_cast<const R*>(pz + base);
+            R* zout = reinterpret_cast<R*>(po + base);
+            const R* delta = pd + hi * pairs;
+            const R* bias = pbias ? pbias + hi * pairs : no_bias.data();
+            const R beta = pbeta[hi];
+            const double* wd = w.data();
+#pragma omp simd
             for (int64_t j = 0; j < pairs; ++j) {
-              const C v = pz[base + j];
-              const R re = v.real(), im = v.imag();
+              const R re = zin[2 * j], im = zin[2 * j + 1];
               const R r = std::sqrt(re * re + im * im + static_cast<R>(kEulerEps));
-              const R phi = std::atan2(im, re);
-              // Phase in float32 or wider; the position term in double, it grows with m.
-              const R theta = pd[hi * pairs + j] * phi + (pbias ? pbias[hi * pairs + j] : R(0)) +
-                              static_cast<R>(static_cast<double>(pbeta[hi]) * pos * w[j]);
-              po[base + j] = C(r * std::cos(theta), r * std::sin(theta));
+              const R phi = fastmath::atan2(im, re);
+              // Phase in float32 or wider; m w_j is formed in double and rounded once (as the spec's reference does).
+              const R theta = delta[j] * phi + bias[j] + beta * static_cast<R>(pos * wd[j]);
+              R s, c;
+              fastmath::sincos(theta, s, c);
+              zout[2 * j] = r * c;
+              zout[2 * j + 1] = r * s;
             }
           }
         }
@@ -303,6 +314,7 @@ CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z_in, const Cmh
   dispatch_inexact(z.dtype(), "cmha_rotate_backward", [&]<class C>() {
     if constexpr (is_complex_v<C>) {
       using R = real_of<C>;
+      const std::vector<R> no_bias(static_cast<size_t>(pairs), R(0));
       const C *pz = z.data<C>(), *pg = g.data<C>();
       const R *pd = a.delta.data<R>(), *pbeta = a.beta.data<R>(), *pbias = a.bias.defined() ? a.bias.data<R>() : nullptr;
       C* pdz = out.dz.data<C>();
@@ -318,27 +330,37 @@ CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z_in, const Cmh
             const double pos = static_cast<double>(p.offset + m);
             for (int64_t hi = 0; hi < h; ++hi) {
               const int64_t base = ((bi * n + m) * h + hi) * pairs;
-              double beta_sum = 0;
+              const R* zin = reinterpret_cast<const R*>(pz + base);
+              const R* gin = reinterpret_cast<const R*>(pg + base);
+              R* dz = reinterpret_cast<R*>(pdz + base);
+              const R* delta = pd + hi * pairs;
+              const R* bias = pbias ? pbias + hi * pairs : no_bias.data();
+              double* ad = acc_delta + hi * pairs;
+              double* ab = acc_bias + hi * pairs;
+              const R beta = pbeta[hi];
+              const double* wd = w.data();
+              R beta_sum = 0;
+#pragma omp simd reduction(+ : beta_sum)
               for (int64_t j = 0; j < pairs; ++j) {
-                const C v = pz[base + j], gv = pg[base + j];
-                const R re = v.real(), im = v.imag();
+                const R re = zin[2 * j], im = zin[2 * j + 1], g_re = gin[2 * j], g_im = gin[2 * j + 1];
                 const R r2 = re * re + im * im + static_cast<R>(kEulerEps);
                 const R r = std::sqrt(r2);
-                const R phi = std::atan2(im, re);
-                const R delta = pd[hi * pairs + j];
-                const R theta = delta * phi + (pbias ? pbias[hi * pairs + j] : R(0)) +
-                                static_cast<R>(static_cast<double>(pbeta[hi]) * pos * w[j]);
-                const R c = std::cos(theta), s = std::sin(theta);
+                const R phi = fastmath::atan2(im, re);
+                const R mw = static_cast<R>(pos * wd[j]);
+                const R theta = delta[j] * phi + bias[j] + beta * mw;
+                R s, c;
+                fastmath::sincos(theta, s, c);
                 // u = conj(G) (c + i s)
-                const R u_re = gv.real() * c + gv.imag() * s;
-                const R u_im = gv.real() * s - gv.imag() * c;
+                const R u_re = g_re * c + g_im * s;
+                const R u_im = g_re * s - g_im * c;
                 const R d_r = u_re, d_theta = -r * u_im;
-                const R d_phi = d_theta * delta;
+                const R d_phi = d_theta * delta[j];
                 const R k_re = d_r / r, k_im = d_phi / r2;
-                pdz[base + j] = C(k_re * re - k_im * im, k_re * im + k_im * re);
-                acc_delta[hi * pairs + j] += static_cast<double>(d_theta) * phi;
-                acc_bias[hi * pairs + j] += d_theta;
-                beta_sum += static_cast<double>(d_theta) * pos * w[j];
+                dz[2 * j] = k_re * re - k_im * im;
+                dz[2 * j + 1] = k_re * im + k_im * re;
+                ad[j] += static_cast<double>(d_theta * phi);
+                ab[j] += static_cast<double>(d_theta);
+                beta_sum += d_theta * mw;
               }
               acc_beta[hi] += beta_sum;
             }

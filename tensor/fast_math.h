@@ -1,0 +1,66 @@
+#pragma once
+// Branch-free float32 atan2 and sincos that the compiler can vectorise (the
+// libm calls cannot be), for the ComplexFormer rotation's inner loops.
+// Cephes-style: range reduction plus minimax polynomials; errors are a few
+// float32 ulps (checked against libm in tests/test_fast_math.cpp).
+#include <cmath>
+
+namespace phasor::fastmath {
+
+// Precision-generic front ends: float takes the fast path, double keeps libm.
+inline double atan2(double y, double x);
+inline void sincos(double t, double& s, double& c);
+
+constexpr float kPi = 3.14159265358979f;
+constexpr float kPiOver2 = 1.57079632679490f;
+constexpr float kPiOver4 = 0.785398163397448f;
+
+// atan(a) for a in [0, 1].
+inline float atan_unit(float a) {
+  // atan(a) = pi/4 + atan((a - 1) / (a + 1)) brings a > tan(pi/8) into [-0.1716, 0.4142].
+  // Both branches are computed and one is selected: no division under a
+  // condition, so the compiler can if-convert and vectorise the caller's loop.
+  const bool reduce = a > 0.41421356f;
+  const float reduced = (a - 1.0f) / (a + 1.0f);
+  const float x = reduce ? reduced : a;
+  const float z = x * x;
+  const float p = (((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z - 3.33329491539e-1f) * z * x + x;
+  return reduce ? p + kPiOver4 : p;
+}
+
+// atan2(y, x) with atan2(0, 0) = 0 and the signs of std::atan2 for finite inputs.
+inline float atan2(float y, float x) {
+  const float ax = std::fabs(x), ay = std::fabs(y);
+  const float hi = ax > ay ? ax : ay, lo = ax > ay ? ay : ax;
+  const float a = lo / (hi > 0.0f ? hi : 1.0f);  // 0 / 1 at the origin
+  float r = atan_unit(a);
+  r = ay > ax ? kPiOver2 - r : r;
+  r = x < 0.0f ? kPi - r : r;
+  return std::copysign(r, y);
+}
+
+// sin and cos of t (|t| up to ~1e5 keeps the reduction exact in float).
+inline void sincos(float t, float& s, float& c) {
+  // Quadrant q = round(t 2/pi), by the 1.5 * 2^23 trick (vectorises without SSE4.1): t ~ q pi/2 + r, |r| <= pi/4.
+  const float q = (t * 0.636619772367581f + 12582912.0f) - 12582912.0f;
+  // Cody-Waite: pi/2 split in three parts, each product q * part exact.
+  const float r = ((t - q * 1.5703125f) - q * 4.837512969970703125e-4f) - q * 7.54978995489188216e-8f;
+  const float z = r * r;
+  const float sr = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * r + r;
+  const float cr = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z - 0.5f * z + 1.0f;
+  // Quadrant bits (no short-circuit logic, which would block vectorisation):
+  // odd quadrants swap sin and cos; sin is negative in 2, 3 and cos in 1, 2.
+  const int quadrant = static_cast<int>(q);
+  const bool swap = quadrant & 1;
+  const float s0 = swap ? cr : sr, c0 = swap ? sr : cr;
+  s = (quadrant & 2) ? -s0 : s0;
+  c = ((quadrant + 1) & 2) ? -c0 : c0;
+}
+
+inline double atan2(double y, double x) { return std::atan2(y, x); }
+inline void sincos(double t, double& s, double& c) {
+  s = std::sin(t);
+  c = std::cos(t);
+}
+
+}  // namespace phasor::fastmath

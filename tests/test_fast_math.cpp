@@ -1,0 +1,39 @@
+// The vectorisable float32 atan2 / sincos of the rotation kernels, against libm.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/fast_math.h"
+#include "tensor/random.h"
+
+using namespace phasor;
+
+TEST_CASE("fast atan2 is within 2 float ulps of pi of libm, with libm's signs and atan2(0, 0) = 0") {
+  Generator g(1);
+  double worst = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float y = static_cast<float>(20 * g.next_unit() - 10), x = static_cast<float>(20 * g.next_unit() - 10);
+    for (auto [a, b] : {std::pair{y, x}, {y, 0.0f}, {0.0f, x}, {y, y}, {y, -y}})
+      worst = std::max(worst, std::abs(static_cast<double>(fastmath::atan2(a, b)) - std::atan2(static_cast<double>(a), static_cast<double>(b))));
+  }
+  CHECK(worst < 5e-7);
+  CHECK(fastmath::atan2(0.0f, 0.0f) == 0.0f);
+  CHECK(fastmath::atan2(-0.0f, -1.0f) == doctest::Approx(-M_PI));
+  CHECK(fastmath::atan2(1e-30f, 1.0f) == doctest::Approx(1e-30));
+}
+
+TEST_CASE("fast sincos matches libm over the phases attention produces") {
+  Generator g(2);
+  double worst_small = 0, worst_large = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float t = static_cast<float>(20 * g.next_unit() - 10), big = static_cast<float>(8000 * g.next_unit() - 4000);
+    float s, c;
+    fastmath::sincos(t, s, c);
+    worst_small = std::max({worst_small, std::abs(static_cast<double>(s) - std::sin(static_cast<double>(t))), std::abs(static_cast<double>(c) - std::cos(static_cast<double>(t)))});
+    fastmath::sincos(big, s, c);
+    worst_large = std::max({worst_large, std::abs(static_cast<double>(s) - std::sin(static_cast<double>(big))), std::abs(static_cast<double>(c) - std::cos(static_cast<double>(big)))});
+  }
+  CHECK(worst_small < 2e-7);
+  CHECK(worst_large < 2e-7);
+}
