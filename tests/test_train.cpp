@@ -1,0 +1,412 @@
+// The `phasor` command line, run as a user would: exact resume, eval's JSON
+// and its windows, refusals (one line on stderr, a non-zero exit, no partial
+// files), info, seeded generation and plotting. Every run uses a tiny model
+// and a few KB of text so the whole suite takes seconds.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model_io.h"
+#include "models/transformer.h"
+#include "nn/checkpoint.h"
+#include "phasor.h"
+
+using namespace phasor;
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+fs::path scratch() {
+#ifdef PHASOR_TEST_TMP
+  static const fs::path root = fs::path(PHASOR_TEST_TMP) / ("train_" + std::to_string(::getpid()));
+#else
+  static const fs::path root = fs::temp_directory_path() / ("phasor_train_" + std::to_string(::getpid()));
+#endif
+  // Made on first use, removed when the test binary exits.
+  struct Folder {
+    explicit Folder(const fs::path& p) : path(p) {
+      fs::remove_all(path);
+      fs::create_directories(path);
+    }
+    ~Folder() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+    fs::path path;
+  };
+  static const Folder folder(root);
+  return folder.path;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = scratch() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+std::string quote(const fs::path& p) { return quote(p.string()); }
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in.good()) return "";
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+struct Cli {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs `phasor <args>` through the shell, capturing stdout and stderr separately.
+Cli phasor_cli(const std::string& args) {
+  static int counter = 0;
+  const fs::path o = scratch() / ("stdout." + std::to_string(counter)), e = scratch() / ("stderr." + std::to_string(counter));
+  ++counter;
+  const std::string cmd = quote(std::string(PHASOR_CLI_PATH)) + " " + args + " > " + quote(o) + " 2> " + quote(e) + " < /dev/null";
+  const int rc = std::system(cmd.c_str());
+  Cli r;
+  r.status = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
+  r.out = read_bytes(o);
+  r.err = read_bytes(e);
+  fs::remove(o);
+  fs::remove(e);
+  return r;
+}
+
+// A failure as the design asks: non-zero exit, exactly one non-empty line on stderr.
+void check_one_line_failure(const Cli& r, const std::string& must_mention = "") {
+  CHECK(r.status != 0);
+  CHECK(r.status != -1);
+  CHECK_MESSAGE(!r.err.empty(), "stderr is empty");
+  CHECK_MESSAGE(std::count(r.err.begin(), r.err.end(), '\n') == 1, "stderr: ", r.err);
+  CHECK_MESSAGE((!r.err.empty() && r.err.back() == '\n'), "stderr: ", r.err);
+  CHECK_MESSAGE(r.err.size() > 10, "stderr: ", r.err);
+  if (!must_mention.empty()) CHECK_MESSAGE(r.err.find(must_mention) != std::string::npos, "stderr: ", r.err);
+}
+
+// A few KB of text, deterministic.
+std::string sample_text(size_t bytes) {
+  std::string text;
+  for (int i = 0; text.size() < bytes; ++i)
+    text += "Verse " + std::to_string(i) + ". And the " + (i % 3 ? "light" : "water") + " was divided from the " +
+            (i % 2 ? "darkness" : "firmament") + ", " + std::to_string(i * 37 % 101) + " times over.\n";
+  return text.substr(0, bytes);
+}
+
+const fs::path& data_file() {
+  static const fs::path p = [] {
+    const fs::path f = scratch() / "data.txt";
+    write_bytes(f, sample_text(4096));
+    return f;
+  }();
+  return p;
+}
+
+// The tiny model and run of every training test; `overrides` replaces flags
+// (CLI11 refuses a flag given twice), `extra` adds more.
+std::string train_args(const fs::path& run_dir, const std::string& extra, const std::map<std::string, std::string>& overrides = {}) {
+  std::map<std::string, std::string> flags{{"--d-model", "32"}, {"--n-layers", "1"}, {"--n-heads", "2"}, {"--d-ff", "64"},
+                                           {"--seq-len", "32"}, {"--batch", "4"},    {"--threads", "1"}, {"--log-every", "5"},
+                                           {"--data", quote(data_file())}, {"--run-dir", quote(run_dir)}};
+  for (const auto& [k, v] : overrides) flags[k] = v;
+  std::string args = "train";
+  for (const auto& [k, v] : flags) args += " " + k + " " + v;
+  return args + " " + extra;
+}
+
+fs::path latest_folder(const fs::path& run_dir) {
+  std::string name = read_bytes(run_dir / "latest");
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  REQUIRE(!name.empty());
+  return run_dir / name;
+}
+
+// Every tensor of two safetensors files, bit for bit.
+void check_same_tensors(const fs::path& a, const fs::path& b) {
+  const nn::StateDict ta = nn::load_tensors(a.string()), tb = nn::load_tensors(b.string());
+  REQUIRE(ta.size() == tb.size());
+  REQUIRE(!ta.empty());
+  for (const auto& [name, t] : ta) {
+    CAPTURE(name);
+    REQUIRE(tb.count(name) == 1);
+    const Tensor& u = tb.at(name);
+    REQUIRE(t.shape() == u.shape());
+    REQUIRE(t.dtype() == u.dtype());
+    CHECK(std::memcmp(t.contiguous().raw_data(), u.contiguous().raw_data(), t.nbytes()) == 0);
+  }
+}
+
+std::map<std::string, std::string> tree_bytes(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out[fs::relative(e.path(), dir).string()] = e.is_regular_file() ? read_bytes(e.path()) : "<dir>";
+  return out;
+}
+
+ModelConfig tiny_config(const std::string& position) {
+  ModelConfig c;
+  c.position = position;
+  c.d_model = 32;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.d_ff = 64;
+  c.max_seq_len = 64;
+  return c;
+}
+
+fs::path saved_model(const std::string& name, const ModelConfig& c, uint64_t seed = 1) {
+  const fs::path p = scratch() / (name + ".safetensors");
+  if (!fs::exists(p)) save_model(p.string(), CausalLM(c, seed));
+  return p;
+}
+
+}  // namespace
+
+// ============================================================== train and resume
+
+TEST_CASE("resume is exact: 10 steps then --resume to 20 equals 20 steps in one go, bit for bit") {
+  // Warm-up covers all 20 steps, so the learning rate of a step does not depend
+  // on the total the first run was given.
+  const std::string common = "--warmup 20 --seed 3";
+  const fs::path whole = fresh_dir("whole") / "run", split = fresh_dir("split") / "run";
+  const Cli a = phasor_cli(train_args(whole, common + " --steps 20"));
+  REQUIRE_MESSAGE(a.status == 0, a.err);
+  CHECK(a.out.find("trained 20 steps") != std::string::npos);
+  const Cli b1 = phasor_cli(train_args(split, common + " --steps 10"));
+  REQUIRE_MESSAGE(b1.status == 0, b1.err);
+  CHECK(latest_folder(split).filename() == "ckpt-00000010");
+  const Cli b2 = phasor_cli("train --resume " + quote(split) + " --steps 20");
+  REQUIRE_MESSAGE(b2.status == 0, b2.err);
+
+  const fs::path fa = latest_folder(whole), fb = latest_folder(split);
+  CHECK(fa.filename() == "ckpt-00000020");
+  CHECK(fb.filename() == "ckpt-00000020");
+  check_same_tensors(fa / "model.safetensors", fb / "model.safetensors");
+  check_same_tensors(fa / "optimizer.safetensors", fb / "optimizer.safetensors");
+  const Json sa = Json::parse(read_bytes(fa / "state.json")), sb = Json::parse(read_bytes(fb / "state.json"));
+  CHECK(sa.at("step") == 20);
+  CHECK(sa.at("step") == sb.at("step"));
+  CHECK(sa.at("sampler_offset") == sb.at("sampler_offset"));
+  // And training did something: the model moved away from its initialisation.
+  const auto trained = load_model((fa / "model.safetensors").string());
+  const CausalLM init(trained->config(), 3);
+  CHECK(trained->state_dict().at("tok_emb.weight").to_vector<float>() != init.state_dict().at("tok_emb.weight").to_vector<float>());
+}
+
+TEST_CASE("resume is exact through the cosine decay when the total stays the same") {
+  const fs::path whole = fresh_dir("cosine") / "run";
+  const Cli a = phasor_cli(train_args(whole, "--warmup 3 --steps 20 --ckpt-every 10 --seed 5 --lr 1e-2"));
+  REQUIRE_MESSAGE(a.status == 0, a.err);
+  REQUIRE(fs::exists(whole / "ckpt-00000010" / "state.json"));
+  // A second run folder that holds only the step-10 checkpoint of the first.
+  const fs::path copy = fresh_dir("cosine_copy") / "run";
+  fs::create_directories(copy);
+  fs::copy(whole / "ckpt-00000010", copy / "ckpt-00000010", fs::copy_options::recursive);
+  write_bytes(copy / "latest", "ckpt-00000010\n");
+  const Cli b = phasor_cli("train --resume " + quote(copy));
+  REQUIRE_MESSAGE(b.status == 0, b.err);
+  CHECK(latest_folder(copy).filename() == "ckpt-00000020");
+  check_same_tensors(whole / "ckpt-00000020" / "model.safetensors", copy / "ckpt-00000020" / "model.safetensors");
+  check_same_tensors(whole / "ckpt-00000020" / "optimizer.safetensors", copy / "ckpt-00000020" / "optimizer.safetensors");
+}
+
+// ============================================================== eval
+
+TEST_CASE("eval --json: keys, the spec's window count and the loss") {
+  const ModelConfig c = tiny_config("rope");
+  const fs::path model_path = saved_model("eval_rope", c);
+  // T = 1024 and L = 32: floor((T - 1) / L) = 31 (not T / L = 32).
+  const std::string text = sample_text(1024);
+  const fs::path data = scratch() / "eval.txt";
+  write_bytes(data, text);
+  const Cli r = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data) + " --seq-len 32 --json");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const Json j = Json::parse(r.out);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.insert(k);
+  CHECK(keys == std::set<std::string>{"loss", "ppl", "tokens", "windows", "seq_len"});
+  CHECK(j.at("windows") == 31);
+  CHECK(j.at("seq_len") == 32);
+  CHECK(j.at("tokens") == 31 * 32);
+  const double loss = j.at("loss").get<double>();
+  CHECK(j.at("ppl").get<double>() == doctest::Approx(std::exp(loss)).epsilon(1e-9));
+
+  // The same loss computed here: mean next-token cross-entropy over the 31 windows.
+  const auto model = load_model(model_path.string());
+  std::vector<int64_t> inputs, targets;
+  for (int64_t w = 0; w < 31; ++w)
+    for (int64_t i = 0; i < 32; ++i) {
+      inputs.push_back(static_cast<unsigned char>(text[w * 32 + i]));
+      targets.push_back(static_cast<unsigned char>(text[w * 32 + i + 1]));
+    }
+  const double want = model->loss(from_vector(inputs, {31, 32}), from_vector(targets, {31, 32})).item<double>();
+  CHECK(loss == doctest::Approx(want).epsilon(1e-5));
+
+  const Cli capped = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data) + " --seq-len 32 --max-windows 5 --json");
+  REQUIRE_MESSAGE(capped.status == 0, capped.err);
+  CHECK(Json::parse(capped.out).at("windows") == 5);
+  CHECK(Json::parse(capped.out).at("tokens") == 5 * 32);
+
+  const Cli plain = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data) + " --seq-len 100");
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  CHECK(plain.out.find("10 windows") != std::string::npos);  // floor(1023 / 100)
+}
+
+TEST_CASE("eval with --seq-len beyond a 'learned' model's max_seq_len fails cleanly") {
+  ModelConfig c = tiny_config("learned");
+  c.max_seq_len = 16;
+  const fs::path model_path = saved_model("eval_learned", c);
+  const Cli bad = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data_file()) + " --seq-len 32 --json");
+  check_one_line_failure(bad, "max_seq_len");
+  CHECK(bad.out.empty());
+  const Cli ok = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data_file()) + " --seq-len 16 --json");
+  CHECK_MESSAGE(ok.status == 0, ok.err);
+}
+
+// ============================================================== refusals
+
+TEST_CASE("bad train inputs: one line on stderr, non-zero exit, no run folder left behind") {
+  const fs::path empty = scratch() / "empty.txt";
+  write_bytes(empty, "");
+  struct Bad {
+    std::string name, extra;
+    std::map<std::string, std::string> overrides;
+    std::string mention;
+  };
+  const std::vector<Bad> cases{
+      {"unknown flag", "--no-such-flag 3", {}, "no-such-flag"},
+      {"unknown position", "--position bogus", {}, "bogus"},
+      {"d_model not divisible by n_heads", "", {{"--n-heads", "3"}}, "n_heads"},
+      {"odd head width with rope", "--position rope", {{"--d-model", "6"}}, "even"},
+      {"odd head width with complexformer", "--position complexformer", {{"--d-model", "10"}}, "even"},
+      {"empty data file", "", {{"--data", quote(empty)}}, "empty"},
+      {"missing data file", "", {{"--data", quote(scratch() / "no_such_file.txt")}}, "no_such_file.txt"},
+      {"seq_len beyond a learned model's max_seq_len", "--position learned --max-seq-len 16", {}, "max_seq_len"},
+  };
+  for (const Bad& b : cases) {
+    CAPTURE(b.name);
+    const fs::path run = scratch() / "bad_runs" / "run";
+    fs::remove_all(run.parent_path());
+    fs::create_directories(run.parent_path());
+    const Cli r = phasor_cli(train_args(run, "--steps 2 " + b.extra, b.overrides));
+    check_one_line_failure(r, b.mention);
+    CHECK_MESSAGE(!fs::exists(run), "left behind: ", run.string());
+  }
+}
+
+TEST_CASE("a checkpoint that is not a Phasor model is refused by eval, info and generate") {
+  const fs::path dir = fresh_dir("not_a_model");
+  const fs::path foreign = dir / "foreign.safetensors", text = dir / "text.safetensors";
+  nn::save_tensors(foreign.string(), {{"w", ones({2, 2})}}, {{"format", "pt"}});
+  write_bytes(text, "this is not a safetensors file at all, just some words\n");
+  for (const fs::path& p : {foreign, text}) {
+    CAPTURE(p);
+    check_one_line_failure(phasor_cli("eval --checkpoint " + quote(p) + " --data " + quote(data_file()) + " --seq-len 16"), p.filename().string());
+    check_one_line_failure(phasor_cli("info " + quote(p)), p.filename().string());
+    const Cli g = phasor_cli("generate --checkpoint " + quote(p) + " --prompt hi --tokens 5");
+    check_one_line_failure(g, p.filename().string());
+  }
+  CHECK(phasor_cli("info " + quote(foreign)).err.find("not a Phasor model") != std::string::npos);
+  check_one_line_failure(phasor_cli("info " + quote(dir / "absent.safetensors")), "absent.safetensors");
+}
+
+TEST_CASE("train into a run folder that already holds a run is refused and changes nothing") {
+  const fs::path run = fresh_dir("occupied") / "run";
+  const Cli first = phasor_cli(train_args(run, "--steps 2"));
+  REQUIRE_MESSAGE(first.status == 0, first.err);
+  const std::map<std::string, std::string> before = tree_bytes(run);
+  REQUIRE(before.count("latest") == 1);
+  const Cli again = phasor_cli(train_args(run, "--steps 3 --seed 9"));
+  check_one_line_failure(again, "already holds a run");
+  CHECK(tree_bytes(run) == before);
+  // --resume on a folder without a run is refused too.
+  const fs::path empty_run = fresh_dir("no_run");
+  check_one_line_failure(phasor_cli("train --resume " + quote(empty_run)), "no checkpoint");
+  CHECK(fs::is_empty(empty_run));
+}
+
+// ============================================================== info, generate, plot
+
+TEST_CASE("info prints the config and the parameter count") {
+  ModelConfig c = tiny_config("complexformer");
+  c.tie_embeddings = false;
+  const fs::path p = saved_model("info_model", c);
+  const Cli r = phasor_cli("info " + quote(p));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const int64_t V = 256, D = 32, F = 64, H = 2, P = 8;
+  const int64_t want = 2 * V * D + (2 * D + 4 * D * D + 3 * D * F + 2 * H * P + H) + D;
+  CHECK(CausalLM(c).parameter_count() == want);
+  CHECK_MESSAGE(r.out.find("parameters: " + std::to_string(want) + "\n") != std::string::npos, r.out);
+  CHECK(r.out.find("\"complexformer\"") != std::string::npos);
+  CHECK(r.out.find("\"tie_embeddings\": false") != std::string::npos);
+}
+
+TEST_CASE("generate streams N bytes after the prompt and is reproducible with --seed") {
+  const fs::path p = saved_model("gen_model", tiny_config("complexformer"));
+  const std::string base = "generate --checkpoint " + quote(p) + " --prompt 'In the beginning' --tokens 40 --temperature 1.0";
+  const Cli a = phasor_cli(base + " --seed 7"), b = phasor_cli(base + " --seed 7"), c = phasor_cli(base + " --seed 8");
+  REQUIRE_MESSAGE(a.status == 0, a.err);
+  REQUIRE_MESSAGE(c.status == 0, c.err);
+  const std::string prompt = "In the beginning";
+  CHECK(a.out.size() == prompt.size() + 40 + 1);  // prompt, 40 bytes, newline
+  CHECK(a.out.compare(0, prompt.size(), prompt) == 0);
+  CHECK(a.out.back() == '\n');
+  CHECK(a.out == b.out);
+  CHECK(a.out != c.out);  // the seed is used
+  CHECK(c.out.size() == prompt.size() + 41);
+
+  const Cli none = phasor_cli("generate --checkpoint " + quote(p) + " --prompt abc --tokens 0");
+  REQUIRE_MESSAGE(none.status == 0, none.err);
+  CHECK(none.out == "abc\n");
+  // Greedy decoding ignores the seed.
+  const std::string greedy = "generate --checkpoint " + quote(p) + " --prompt abc --tokens 12 --temperature 0";
+  const Cli g1 = phasor_cli(greedy + " --seed 1"), g2 = phasor_cli(greedy + " --seed 2");
+  REQUIRE_MESSAGE(g1.status == 0, g1.err);
+  CHECK(g1.out == g2.out);
+  CHECK(g1.out.size() == 3 + 12 + 1);
+}
+
+TEST_CASE("plot writes an SVG of a run's loss curve") {
+  const fs::path run = fresh_dir("plot") / "run";
+  const Cli t = phasor_cli(train_args(run, "--steps 10 --eval-every 5"));
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  REQUIRE(fs::exists(run / "log.jsonl"));
+  const fs::path svg = run.parent_path() / "loss.svg";
+  const Cli r = phasor_cli("plot " + quote(run) + " --out " + quote(svg));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::string doc = read_bytes(svg);
+  CHECK(doc.find("<svg") != std::string::npos);
+  CHECK(doc.find("</svg>") != std::string::npos);
+  CHECK(doc.find("run") != std::string::npos);  // the run is named in the legend
+
+  const fs::path svg2 = run.parent_path() / "nothing.svg";
+  check_one_line_failure(phasor_cli("plot " + quote(run.parent_path() / "absent") + " --out " + quote(svg2)), "absent");
+  CHECK(!fs::exists(svg2));
+}
