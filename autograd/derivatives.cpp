@@ -28,7 +28,7 @@ Tensor imag_unit(const Tensor& like) { return scalar_tensor(c128(0, 1), complex_
 // A gradient shaped like `shape` that is `g` inside the slice and zero elsewhere.
 template <class Slice>
 Tensor embed(const Tensor& g, const Dims& shape, Slice slice) {
-  Tensor out = zeros(shape, g.dtype());
+  Tensor out = zeros(shape, g.dtype(), g.device());
   ops::copy_(slice(out), g);
   return out;
 }
@@ -155,7 +155,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 Tensor pow(const Tensor& a, double exponent) {
   return record("pow", ops::pow_scalar(a, exponent), {a}, [sa = SavedTensor(a), exponent](const Tensor& g) -> Grads {
-    if (exponent == 0.0) return {zeros(g.shape(), g.dtype())};
+    if (exponent == 0.0) return {zeros(g.shape(), g.dtype(), g.device())};
     return {g * cj(exponent * ops::pow_scalar(sa.get(), exponent - 1.0))};
   });
 }
@@ -278,7 +278,7 @@ Tensor conj(const Tensor& z) {
 Tensor angle(const Tensor& z) {
   return record("angle", ops::unary(Unary::Angle, z), {z}, [sz = SavedTensor(z)](const Tensor& g) -> Grads {
     const Tensor v = sz.get();
-    if (!v.is_complex()) return {zeros(g.shape(), g.dtype())};
+    if (!v.is_complex()) return {zeros(g.shape(), g.dtype(), g.device())};
     const Tensor r = ops::unary(Unary::Abs, v);
     const Tensor safe_r = where(eq(r, zeros({}, r.dtype())), ones({}, r.dtype()), r);
     return {g * imag_unit(v) * ops::unary(Unary::Sign, v) / safe_r};
@@ -460,7 +460,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return record("index_select", ops::index_select(x, dim, index), {x}, [in = x.shape(), dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
     const Tensor idx = ops::reshape(si.get(), Dims{-1});
     const Tensor gg = si.get().dim() == 0 ? ops::unsqueeze(g, dim) : g;
-    return {ops::index_add(zeros(in, g.dtype()), dim, idx, ops::contiguous(gg))};
+    return {ops::index_add(zeros(in, g.dtype(), g.device()), dim, idx, ops::contiguous(gg))};
   });
 }
 Tensor embedding(const Tensor& weight, const Tensor& ids) {

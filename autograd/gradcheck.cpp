@@ -27,6 +27,10 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
   }
   GradcheckResult result;
   std::ostringstream worst;
+  // The backward passes below write .grad of every input; the caller's
+  // gradients are put back at the end.
+  std::vector<Tensor> saved_grads;
+  for (const Tensor& t : inputs) saved_grads.push_back(t.defined() ? t.grad() : Tensor());
 
   // Numeric Jacobian columns: one per perturbed real scalar.
   const Tensor out0 = [&] {
@@ -70,8 +74,9 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
       for (int64_t k = 0; k < n_in; ++k) {
         const double num = numeric[k][j], ana = analytic[k];
         const double excess = std::abs(ana - num) - (opt.atol + opt.rtol * std::abs(num));
-        if (excess > result.worst_error || std::isnan(ana)) {
-          result.worst_error = std::isnan(ana) ? INFINITY : excess;
+        const bool nan = std::isnan(ana) || std::isnan(num);
+        if (excess > result.worst_error || nan) {
+          result.worst_error = nan ? INFINITY : excess;
           result.ok = false;
           worst.str("");
           worst << "gradcheck: input " << i << " scalar " << k << " (" << (x.is_complex() ? (k % 2 ? "imag" : "real") : "real")
@@ -79,8 +84,9 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
         }
       }
     }
-    x.zero_grad();
   }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined()) inputs[i].set_grad(saved_grads[i]);
   result.message = worst.str();
   return result;
 }

@@ -44,7 +44,9 @@ void Tensor::zero_grad() const {
 void Tensor::retain_grad() const {
   PHASOR_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
   if (is_leaf()) return;  // leaves keep their grad anyway
-  meta_of(*this).retains_grad = true;
+  AutogradMeta& m = meta_of(*this);
+  if (m.retains_grad) return;  // registered once: a second call must not add the gradient twice
+  m.retains_grad = true;
   grad_fn()->retained_outputs.push_back(impl_);
 }
 
@@ -55,9 +57,13 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
     PHASOR_CHECK(numel() == 1, "backward: a gradient must be given for a non-scalar output of shape ", shape());
     PHASOR_CHECK(!is_complex(), "backward: cannot start from a complex scalar (", dtype(),
                  "); the loss must be real, or pass the gradient explicitly");
-    seed = ones(shape(), dtype());
+    seed = ones(shape(), dtype(), device());
   }
   PHASOR_CHECK(seed.shape() == shape(), "backward: gradient shape ", seed.shape(), " differs from output shape ", shape());
+  // The seed takes the output's dtype, as every gradient the engine passes on
+  // does: a real seed on a complex output is G + 0i, a complex seed on a real
+  // output keeps its real part.
+  if (seed.dtype() != dtype()) seed = ops::to(seed, dtype());
   run_backward({*this}, {seed}, retain_graph);
 }
 
