@@ -116,8 +116,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   // Count, for each node, how many edges point at it (its pending inputs).
   std::unordered_map<Node*, int> dependencies;
   std::vector<Node*> stack;
+  // A leaf root's node (its grad accumulator) may exist only through this
+  // shared_ptr: hold every root's node from here on, or the walk below reads freed memory.
+  std::vector<std::shared_ptr<Node>> keep_alive;  // nodes stay valid while we walk them
   for (const Tensor& r : roots) {
     std::shared_ptr<Node> n = gradient_edge(r);
+    if (n) keep_alive.push_back(n);
     if (n && !dependencies.count(n.get())) {
       dependencies[n.get()] = 0;
       stack.push_back(n.get());
@@ -135,7 +139,6 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   }
 
   std::unordered_map<Node*, Tensor> pending;
-  std::vector<std::shared_ptr<Node>> keep_alive;  // nodes stay valid while we walk them
   std::vector<Node*> ready;
   for (size_t i = 0; i < roots.size(); ++i) {
     std::shared_ptr<Node> n = gradient_edge(roots[i]);

@@ -66,7 +66,7 @@ Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t o
     for (int64_t j = 0; j < p; ++j)
       mw[m * p + j] = static_cast<float>(static_cast<double>(offset + m) *
                                          std::pow(config_.rope_base, -2.0 * static_cast<double>(j) / static_cast<double>(2 * p)));
-  const Tensor position = reshape(beta, {h, 1}) * from_vector(mw, {n, 1, p});  // [N, H, P]
+  const Tensor position = reshape(beta, {h, 1}) * ops::to_device(from_vector(mw, {n, 1, p}), z.device());  // [N, H, P]
   Tensor theta = delta * phi + position;
   if (bias.defined()) theta = theta + bias;
   return polar(r, theta);
@@ -92,8 +92,8 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset)
   } else {
     const bool xpos = config_.position == "xpos";
     const double scale_base = xpos ? config_.xpos_scale_base : 0.0;
-    qr = rotate(qc, ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, +1, DType::Complex64));
-    kr = rotate(kc, ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, -1, DType::Complex64));
+    qr = rotate(qc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, +1, DType::Complex64), x.device()));
+    kr = rotate(kc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, -1, DType::Complex64), x.device()));
   }
   // Back to interleaved real pairs: Re(q' conj(k')) summed over pairs is then a real dot product.
   return {reshape(view_as_real(qr), {b, n, h, d}), reshape(view_as_real(kr), {b, n, h, d})};
@@ -118,7 +118,8 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache) co
   }
   // Scores = Re(q' k'^H) = q_real k_real^T over the interleaved layout: one real GEMM per (batch, head).
   const Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
-  const Tensor probs = attention_softmax(s, 1.0 / std::sqrt(static_cast<double>(d)), cache ? offset : 0, slopes_);
+  const Tensor slopes = slopes_.defined() ? ops::to_device(slopes_, x.device()) : Tensor();
+  const Tensor probs = attention_softmax(s, 1.0 / std::sqrt(static_cast<double>(d)), cache ? offset : 0, slopes);
   const Tensor o = matmul(probs, permute(v, {0, 2, 1, 3}));  // [B, H, N, d]
   return wo->forward(reshape(permute(o, {0, 2, 1, 3}), {b, n, h * d}));
 }
@@ -164,14 +165,15 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   const int64_t n = tokens.size(1), offset = cache ? cache->length : 0;
   PHASOR_CHECK(config_.position != "learned" || offset + n <= config_.max_seq_len, "model: position 'learned' supports at most max_seq_len = ",
                config_.max_seq_len, " positions, got ", offset + n);
-  const Tensor ids = ops::contiguous(tokens);
-  const int64_t* p = ids.data<int64_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i)
+  const Tensor host_ids = ops::contiguous(to_cpu(tokens));  // checked on the host, then on the model's device
+  const int64_t* p = host_ids.data<int64_t>();
+  for (int64_t i = 0; i < host_ids.numel(); ++i)
     PHASOR_CHECK(p[i] >= 0 && p[i] < config_.vocab_size, "model: token ", p[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
+  const Tensor ids = ops::to_device(host_ids, device());
 
   Tensor x = tok_emb_->forward(ids);
   if (config_.position == "learned") x = x + narrow(pos_emb_->weight, 0, offset, n);
-  if (config_.position == "sinusoidal") x = x + sinusoidal_positions(n, config_.d_model, offset);
+  if (config_.position == "sinusoidal") x = x + ops::to_device(sinusoidal_positions(n, config_.d_model, offset), x.device());
   for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr);
   if (cache) cache->length += n;
   const Tensor& head = config_.tie_embeddings ? tok_emb_->weight : lm_head_->weight;
@@ -180,7 +182,7 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
 
 Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {
   const Tensor logits = forward(tokens);
-  return cross_entropy(reshape(logits, {-1, config_.vocab_size}), ops::reshape(targets, {-1}));
+  return cross_entropy(reshape(logits, {-1, config_.vocab_size}), ops::to_device(ops::reshape(targets, {-1}), logits.device()));
 }
 
 KVCache CausalLM::make_cache(int64_t batch, int64_t capacity) const {
@@ -189,10 +191,14 @@ KVCache CausalLM::make_cache(int64_t batch, int64_t capacity) const {
   KVCache cache;
   cache.capacity = capacity;
   for (size_t l = 0; l < layers.size(); ++l)
-    cache.layers.push_back({zeros({batch, capacity, config_.n_heads, config_.head_dim()}),
-                            zeros({batch, capacity, config_.n_heads, config_.head_dim()})});
+    cache.layers.push_back({zeros({batch, capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),
+                            zeros({batch, capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device())});
   return cache;
 }
+
+void CausalLM::to(Device device) { nn::Module::to(device); }
+
+Device CausalLM::device() const { return tok_emb_->weight.device(); }
 
 void CausalLM::set_rotation(RotationImpl impl) {
   for (auto& layer : layers) layer->attn->rotation = impl;

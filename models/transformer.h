@@ -69,6 +69,10 @@ class CausalLM : public nn::Module {
   Tensor loss(const Tensor& tokens, const Tensor& targets) const;
 
   KVCache make_cache(int64_t batch, int64_t capacity) const;
+  // Moves the model to `device` (parameters in place; see nn::Module::to). Tokens
+  // may still be given on the CPU: forward() copies them over.
+  void to(Device device);
+  Device device() const;
   void set_rotation(RotationImpl impl);
   const ModelConfig& config() const { return config_; }
   std::vector<std::shared_ptr<Block>> layers;

@@ -62,6 +62,17 @@ void Module::zero_grad() const {
   for (const Tensor& p : parameters()) p.zero_grad();
 }
 
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  auto move = [&](const Tensor& t) {
+    if (t.device() == device) return;
+    t.set_data(ops::to_device(t, device));
+    if (const Tensor g = t.grad(); g.defined()) t.set_grad(ops::to_device(g, device));
+  };
+  for (auto& [name, t] : named_parameters()) move(t);
+  for (auto& [name, t] : named_buffers()) move(t);
+}
+
 StateDict Module::state_dict() const {
   StateDict out;
   for (auto& [name, t] : named_parameters()) out.emplace(name, t);
@@ -83,7 +94,7 @@ void Module::load_state_dict(const StateDict& state) {
   const std::string report = problems.str();
   PHASOR_CHECK(report.empty(), "load_state_dict: the state does not match the module:", report);
   NoGradGuard no_grad;
-  for (const auto& [name, t] : mine) ops::copy_(t, state.at(name));
+  for (const auto& [name, t] : mine) ops::copy_(t, ops::to_device(state.at(name), t.device()));
 }
 
 }  // namespace phasor::nn

@@ -27,6 +27,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad() const;
+  // Moves every parameter, gradient and buffer to `device` in place (Tensor::set_data):
+  // handles held elsewhere (layer fields, optimizers built afterwards) stay valid.
+  void to(Device device);
 
   // Parameters and buffers by name (tensors share storage with the module).
   StateDict state_dict() const;

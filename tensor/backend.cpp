@@ -15,12 +15,31 @@ Backend* backend_for(Device device) {
   return b;
 }
 
+// The device that computes: the one device other than the CPU among the tensors.
+// A 0-d CPU tensor (a scalar such as the 2 of `x * 2`) may accompany device
+// tensors; the backend copies it over. Any other mix is an error.
 Backend* device_backend(const char* op, const Tensor& t, std::initializer_list<Tensor> others) {
-  const Device d = t.device();
+  Device d = t.device();
   for (const Tensor& o : others)
-    PHASOR_CHECK(!o.defined() || o.device() == d, op, ": tensors on different devices (", d, " and ", o.device(), ")");
+    if (o.defined() && d.is_cpu() && !o.device().is_cpu() && t.dim() == 0) d = o.device();
+  auto fits = [&](const Tensor& o) { return !o.defined() || o.device() == d || (o.device().is_cpu() && o.dim() == 0); };
+  PHASOR_CHECK(fits(t), op, ": tensors on different devices (", t.device(), " and ", d, ")");
+  for (const Tensor& o : others) PHASOR_CHECK(fits(o), op, ": tensors on different devices (", d, " and ", o.device(), ")");
   return backend_for(d);
 }
+
+Tensor to_cpu(const Tensor& t) { return ops::to_device(t, kCPU); }
+
+#ifdef PHASOR_WITH_CUDA
+// Linking the CUDA backend (cuda/) registers it here, from an object every
+// program links, so a static link cannot drop it; the GPU is touched lazily.
+namespace gpu {
+void register_cuda();
+}
+namespace {
+const bool cuda_registered = (gpu::register_cuda(), true);
+}
+#endif
 
 void Backend::unsupported(const char* op) const { fail(op, ": not implemented on ", name()); }
 

@@ -73,6 +73,9 @@ class Tensor {
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   // Same storage, no history.
   Tensor detach() const;
+  // Points this tensor (and every copy of its handle) at other's data: storage,
+  // geometry and dtype; autograd state stays. How a module moves to a device.
+  void set_data(const Tensor& other) const;
 
   // ---- convenience methods (differentiable; defined in autograd/) ----
   Tensor reshape(const Dims& shape) const;
@@ -116,6 +119,14 @@ struct TensorImpl {
   std::unique_ptr<AutogradMeta> autograd;  // null until the tensor takes part in autograd
 };
 
+inline void Tensor::set_data(const Tensor& other) const {
+  impl_->storage = other.impl_->storage;
+  impl_->shape = other.impl_->shape;
+  impl_->strides = other.impl_->strides;
+  impl_->offset = other.impl_->offset;
+  impl_->dtype = other.impl_->dtype;
+}
+
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // ---- creation ----
@@ -145,9 +156,12 @@ Tensor uniform(const Dims& shape, double low, double high, DType dtype = DType::
 Tensor normal(const Dims& shape, double mean, double std, DType dtype = DType::Float32, Generator* gen = nullptr);
 
 // ---- template definitions ----
+Tensor to_cpu(const Tensor& t);  // in tensor/backend.cpp: a copy on the CPU (t itself when already there)
+
 template <class T>
 T Tensor::item() const {
   PHASOR_CHECK(numel() == 1, "item(): tensor of shape ", shape(), " has ", numel(), " elements, not 1");
+  if (!device().is_cpu()) return to_cpu(*this).item<T>();
   T out{};
   dispatch(dtype(), [&]<class S>() {
     const S v = *static_cast<const S*>(raw_data());
@@ -164,7 +178,7 @@ Tensor contiguous_copy(const Tensor& t);  // in tensor/ops: always copies into a
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  const Tensor c = contiguous_copy(*this);
+  const Tensor c = device().is_cpu() ? contiguous_copy(*this) : to_cpu(*this);
   std::vector<T> out(static_cast<size_t>(numel()));
   dispatch(dtype(), [&]<class S>() {
     const S* p = static_cast<const S*>(c.raw_data());

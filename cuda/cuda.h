@@ -1,0 +1,42 @@
+#pragma once
+// The public face of the CUDA backend (device `cuda`): availability, memory
+// statistics of the caching allocator, and switches. Safe to include in a
+// CPU-only build: every function then reports that CUDA is absent.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace phasor::gpu {
+
+// Registers the allocator, the backend and the host <-> device copy of device
+// cuda. tensor/backend.cpp does it during static initialisation (the GPU itself
+// is touched lazily, on first use); code that runs in another static
+// initialiser may call it first. Calling it again changes nothing.
+void register_cuda();
+
+// True when Phasor was built with CUDA and a GPU can be used.
+bool available();
+// Why CUDA cannot be used ("" when it can).
+std::string unavailable_reason();
+// The GPU's name and compute capability, e.g. "NVIDIA H200 (sm_90)".
+std::string device_name();
+
+struct MemoryStats {
+  size_t allocated = 0;       // bytes held by live tensors (rounded block sizes)
+  size_t reserved = 0;        // bytes taken from the driver (live + cached blocks)
+  size_t peak_allocated = 0;  // high-water mark of `allocated`
+  int64_t allocations = 0;    // allocate() calls
+  int64_t cache_hits = 0;     // ... served from a freed block
+};
+MemoryStats memory_stats();
+void reset_peak_memory();
+// Returns every cached (free) block to the driver.
+void empty_cache();
+// Waits for all queued work on Phasor's stream.
+void synchronize();
+
+// TF32 tensor-core GEMMs for float32 (off by default; also PHASOR_TF32=1).
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+}  // namespace phasor::gpu

@@ -1,0 +1,99 @@
+#pragma once
+// The launchers of every CUDA kernel. cuda/backend.cpp (plain C++) checks the
+// arguments, allocates the outputs and calls these with raw device pointers
+// and geometry; the .cu files hold the kernels. Each kernel names the CPU
+// kernel it must agree with (tensor/*.cpp).
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "tensor/ops.h"
+
+namespace phasor::gpu {
+
+constexpr int kMaxDims = 8;
+
+// N operands sharing one (broadcast) shape, each with its own byte strides;
+// dims contiguous in every operand are merged beforehand (cpu::coalesce), so
+// ndim == 1 is the fast path (each stride is the item size, or 0 to broadcast).
+template <int N>
+struct Strided {
+  int ndim = 1;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+  char* base[N] = {};
+};
+
+// ---- elementwise (cuda/elementwise.cu; CPU: tensor/elementwise.cpp) ----
+void launch_copy(DType dst, DType src, const Strided<2>& g);                 // operands: dst, src
+void launch_fill(DType dst, c128 value, const Strided<1>& g);
+void launch_unary(ops::Unary op, DType in, DType out, const Strided<2>& g);  // out, in
+void launch_binary(ops::Binary op, DType t, const Strided<3>& g);            // out, a, b
+void launch_compare(ops::Compare op, DType t, const Strided<3>& g);          // bool out, a, b
+void launch_where(DType t, const Strided<4>& g);                             // out, cond, a, b
+void launch_polar(DType real, const Strided<3>& g);                          // complex out, abs, angle
+void launch_complex(DType real, const Strided<3>& g);                        // complex out, re, im
+void launch_axpy(DType t, double alpha, const Strided<2>& g);                // dst += alpha * src
+void launch_pow_scalar(DType t, double p, const Strided<2>& g);              // out, in
+// Element i (row-major over the real view) = low + (high - low) * philox_uniform(seed, first, i),
+// or mean + std * philox_normal(seed, first, i).
+void launch_random(DType real, bool normal, double a, double b, uint64_t seed, uint64_t first, const Strided<1>& g);
+// AdamW on contiguous real arrays (CPU: nn/optim.cpp).
+void launch_adamw(DType t, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n, double lr,
+                  double weight_decay, double beta1, double beta2, double eps, double bias_correction1,
+                  double bias_correction2_sqrt);
+
+// ---- reductions (cuda/reduce.cu; CPU: tensor/reduce.cpp) ----
+// x [rows, n] contiguous -> out [rows]; float32 and complex64 accumulate in double.
+void launch_sum_rows(DType t, const void* x, void* out, int64_t rows, int64_t n);
+// x [reduced, cols] contiguous -> out [cols].
+void launch_sum_columns(DType t, const void* x, void* out, int64_t reduced, int64_t cols);
+// First maximum (minimum) of each row, a NaN winning as on the CPU.
+void launch_extreme(DType t, bool want_max, const void* x, void* values, int64_t* indices, int64_t rows, int64_t n);
+enum class RowOp { LogSumExp, Softmax, LogSoftmax };
+void launch_row_softmax(DType t, RowOp op, const void* x, void* out, int64_t rows, int64_t n);
+// True when every value of the real array is finite.
+bool all_finite(DType real, const void* x, int64_t n);
+
+// ---- indexing (cuda/reduce.cu; CPU: tensor/index.cpp) ----
+// out[a, i, :] = x[a, index[i], :]; rows of `row_bytes` bytes.
+void launch_index_select(const void* x, const int64_t* index, void* out, int64_t outer, int64_t n, int64_t count, int64_t row_bytes);
+// Segmented, ordered sums (deterministic, no atomics): for segment s,
+//   out[(a * out_rows + target[s]) * inner + c] += sum over k in [start[s], start[s+1]) of
+//   src[(a * src_rows + list[k]) * inner + c]
+// in the order of `list`, which is the CPU kernel's order.
+void launch_segment_add(DType t, void* out, const void* src, const int64_t* target, const int64_t* start, const int64_t* list,
+                        int64_t segments, int64_t outer, int64_t inner, int64_t out_rows, int64_t src_rows);
+// out[e] = x[offset of e's multi-index in `index_shape` with dim `dim` replaced by index[e]].
+void launch_gather(int64_t item_bytes, const void* x, const int64_t* index, void* out, int ndim, const int64_t* index_shape,
+                   const int64_t* x_strides, int dim, int64_t numel);
+
+// ---- fused transformer kernels (cuda/fused.cu; CPU: tensor/fused.cpp) ----
+void launch_rms_norm(DType t, const void* x, const void* w, void* y, void* inv_rms, int64_t rows, int64_t d, double eps);
+// dx per row; dweight summed over rows in fixed order (two passes, no atomics).
+void launch_rms_norm_backward(DType t, const void* g, const void* x, const void* w, const void* inv_rms, void* dx, void* dw,
+                              int64_t rows, int64_t d);
+// Per-row logsumexp, and the loss (sum over rows with target != ignore_index, divided by `denom`).
+void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, void* lse, void* loss, int64_t rows, int64_t v,
+                          int64_t ignore_index, double denom);
+void launch_cross_entropy_backward(DType t, const void* logits, const int64_t* targets, const void* lse, void* d, int64_t rows,
+                                   int64_t v, int64_t ignore_index, double g);
+// z [B, N, H, P] complex times table [N, P] (conjugated if asked).
+void launch_rotate(DType t, const void* z, const void* table, void* out, int64_t b, int64_t n, int64_t h, int64_t p, bool conj);
+struct CmhaArgs {
+  const void* delta = nullptr;  // [H, P] real
+  const void* bias = nullptr;   // [H, P] real or null
+  const void* beta = nullptr;   // [H] real
+  int64_t b = 0, n = 0, h = 0, p = 0, offset = 0;
+  double rope_base = 10000.0;
+};
+void launch_cmha_rotate(DType t, const void* z, void* out, const CmhaArgs& a);
+// One pass over (grad, z): dz, and the sums of ddelta, dphase_bias (if bias) and dbeta over
+// batch and positions, reduced per block and then over blocks in fixed order.
+void launch_cmha_rotate_backward(DType t, const void* grad, const void* z, void* dz, void* ddelta, void* dbias, void* dbeta,
+                                 const CmhaArgs& a);
+void launch_attention_softmax(DType t, const void* scores, const void* slopes, void* probs, int64_t bh, int64_t h, int64_t nq,
+                              int64_t nk, double scale, int64_t offset);
+void launch_attention_softmax_backward(DType t, const void* grad, const void* probs, void* d, int64_t rows, int64_t nk, double scale);
+
+}  // namespace phasor::gpu

@@ -1,0 +1,327 @@
+// Reductions, the softmax family and indexing on CUDA. CPU references:
+// tensor/reduce.cpp (sum, max/min, logsumexp, softmax, log_softmax, all_finite)
+// and tensor/index.cpp (index_select, index_add, gather, scatter_add).
+// Every reduction runs in a fixed order (block trees, then partials in order),
+// so results are the same from run to run; index_add and scatter_add use
+// ordered segment sums instead of atomics for the same reason.
+#include "cuda/common.cuh"
+
+namespace phasor::gpu {
+
+namespace {
+
+// ---------------------------------------------------------------- sums
+
+// One block per (row, chunk): the chunk's sum of the row, in A.
+template <class T, class A>
+__global__ void sum_rows_kernel(const T* x, A* out, int64_t n, int64_t chunk) {
+  const int64_t row = blockIdx.x;
+  const int64_t begin = blockIdx.y * chunk, end = begin + chunk < n ? begin + chunk : n;
+  const T* r = x + row * n;
+  A acc = A(0);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += static_cast<A>(r[i]);
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) out[row * gridDim.y + blockIdx.y] = acc;
+}
+template <class A, class T>
+__global__ void finish_rows_kernel(const A* partial, T* out, int64_t rows, int64_t chunks) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  A acc = A(0);
+  for (int64_t c = 0; c < chunks; ++c) acc += partial[row * chunks + c];
+  out[row] = static_cast<T>(acc);
+}
+
+// Columns: each thread of a block owns a column; blockIdx.y takes a slice of the reduced rows.
+template <class T, class A>
+__global__ void sum_columns_kernel(const T* x, A* partial, int64_t reduced, int64_t cols, int64_t chunk) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  const int64_t begin = blockIdx.y * chunk, end = begin + chunk < reduced ? begin + chunk : reduced;
+  A acc = A(0);
+  for (int64_t r = begin; r < end; ++r) acc += static_cast<A>(x[r * cols + c]);
+  partial[blockIdx.y * cols + c] = acc;
+}
+template <class A, class T>
+__global__ void finish_columns_kernel(const A* partial, T* out, int64_t cols, int64_t chunks) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  A acc = A(0);
+  for (int64_t k = 0; k < chunks; ++k) acc += partial[k * cols + c];
+  out[c] = static_cast<T>(acc);
+}
+
+// ---------------------------------------------------------------- max / min
+
+template <class T>
+struct Best {
+  T v;
+  int64_t i;
+};
+template <class T>
+__device__ inline bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v != v;
+  else return false;
+}
+// The CPU rule: the first NaN wins; otherwise the first strict extreme.
+template <class T>
+__device__ inline Best<T> better(Best<T> a, Best<T> b, bool want_max) {
+  if (a.i < 0) return b;
+  if (b.i < 0) return a;
+  const bool an = is_nan(a.v), bn = is_nan(b.v);
+  if (an || bn) {
+    if (an && bn) return a.i < b.i ? a : b;
+    return an ? a : b;
+  }
+  const bool b_wins = want_max ? b.v > a.v : b.v < a.v;
+  if (b_wins) return b;
+  if (a.v == b.v) return a.i < b.i ? a : b;
+  return a;
+}
+template <class T>
+__device__ inline Best<T> shfl_best(Best<T> v, int o) {
+  Best<T> r;
+  if constexpr (std::is_same_v<T, bool>) r.v = __shfl_down_sync(0xffffffffu, static_cast<int>(v.v), o) != 0;
+  else r.v = __shfl_down_sync(0xffffffffu, v.v, o);
+  r.i = __shfl_down_sync(0xffffffffu, v.i, o);
+  return r;
+}
+
+template <class T>
+__global__ void extreme_kernel(const T* x, T* values, int64_t* indices, int64_t n, bool want_max) {
+  __shared__ alignas(16) unsigned char raw[32 * sizeof(Best<double>)];
+  Best<T>* s = reinterpret_cast<Best<T>*>(raw);
+  const int64_t row = blockIdx.x;
+  const T* r = x + row * n;
+  Best<T> best{T(0), -1};
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) best = better(best, Best<T>{r[i], i}, want_max);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) best = better(best, shfl_best(best, o), want_max);
+  if (lane == 0) s[warp] = best;
+  __syncthreads();
+  if (warp == 0) {
+    best = lane < warps ? s[lane] : Best<T>{T(0), -1};
+    for (int o = 16; o > 0; o >>= 1) best = better(best, shfl_best(best, o), want_max);
+    if (lane == 0) {
+      values[row] = best.v;
+      indices[row] = best.i;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- softmax family
+
+template <class T>
+__global__ void row_softmax_kernel(const T* x, T* out, int64_t n, RowOp op) {
+  using A = acc_t<T>;
+  const int64_t row = blockIdx.x;
+  const T* r = x + row * n;
+  T m = -::cuda::std::numeric_limits<T>::infinity();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = r[i] > m ? r[i] : m;
+  m = block_reduce(m, MaxOp{}, -::cuda::std::numeric_limits<T>::infinity());
+  if (op == RowOp::LogSumExp && ::cuda::std::isinf(m)) {
+    if (threadIdx.x == 0) out[row] = m;
+    return;
+  }
+  if (op == RowOp::Softmax && m == -::cuda::std::numeric_limits<T>::infinity()) {  // fully masked row: zeros, not NaN
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[row * n + i] = T(0);
+    return;
+  }
+  A s = A(0);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<A>(::cuda::std::exp(r[i] - m));
+  s = block_sum(s);
+  if (op == RowOp::LogSumExp) {
+    if (threadIdx.x == 0) out[row] = m + static_cast<T>(::cuda::std::log(s));
+  } else if (op == RowOp::Softmax) {
+    const T inv = static_cast<T>(1.0 / s);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[row * n + i] = ::cuda::std::exp(r[i] - m) * inv;
+  } else {
+    const T lse = m + static_cast<T>(::cuda::std::log(s));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[row * n + i] = r[i] - lse;
+  }
+}
+
+template <class T>
+__global__ void finite_kernel(const T* x, int64_t n, int* ok) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  bool good = true;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) good = good && ::cuda::std::isfinite(x[i]);
+  if (!good) *ok = 0;
+}
+
+// ---------------------------------------------------------------- indexing
+
+template <class W>
+__global__ void index_select_kernel(const W* x, const int64_t* index, W* out, int64_t outer, int64_t n, int64_t count, int64_t row) {
+  const int64_t total = outer * count * row;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
+    const int64_t c = e % row, ai = e / row, i = ai % count, a = ai / count;
+    out[e] = x[(a * n + index[i]) * row + c];
+  }
+}
+
+template <class T>
+__global__ void segment_add_kernel(T* out, const T* src, const int64_t* target, const int64_t* start, const int64_t* list,
+                                   int64_t segments, int64_t outer, int64_t inner, int64_t out_rows, int64_t src_rows) {
+  const int64_t total = outer * segments * inner;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
+    const int64_t c = e % inner, as = e / inner, s = as % segments, a = as / segments;
+    T* o = out + (a * out_rows + target[s]) * inner + c;
+    T acc = *o;
+    for (int64_t k = start[s]; k < start[s + 1]; ++k) acc += src[(a * src_rows + list[k]) * inner + c];
+    *o = acc;
+  }
+}
+
+struct GatherGeometry {
+  int ndim;
+  int dim;
+  int64_t shape[kMaxDims];
+  int64_t strides[kMaxDims];
+};
+template <class W>
+__global__ void gather_kernel(const W* x, const int64_t* index, W* out, GatherGeometry g, int64_t numel) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < numel; e += step) {
+    int64_t rem = e, off = 0;
+    for (int d = g.ndim - 1; d >= 0; --d) {
+      const int64_t pos = rem % g.shape[d];
+      rem /= g.shape[d];
+      off += (d == g.dim ? index[e] : pos) * g.strides[d];
+    }
+    out[e] = x[off];
+  }
+}
+
+// A word type of `bytes` bytes, for kernels that only move elements.
+template <class F>
+void by_width(int64_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f.template operator()<uint8_t>(); return;
+    case 4: f.template operator()<uint32_t>(); return;
+    case 8: f.template operator()<uint64_t>(); return;
+    case 16: f.template operator()<double2>(); return;
+    default: fail("cuda: unsupported element width ", bytes);
+  }
+}
+
+template <class T>
+constexpr bool summable = !std::is_same_v<T, bool>;
+
+}  // namespace
+
+void launch_sum_rows(DType t, const void* x, void* out, int64_t rows, int64_t n) {
+  if (rows == 0) return;
+  dispatch_dev(t, "sum", [&]<class T>() {
+    if constexpr (summable<T>) {
+      using A = acc_t<T>;
+      // Few long rows: split each row into chunks so every SM has work.
+      const int64_t want = rows >= multiprocessors() * 2 || n < 65536 ? 1 : std::min<int64_t>(n / 16384, 4 * multiprocessors());
+      const int64_t chunks = std::max<int64_t>(want, 1), chunk = (n + chunks - 1) / chunks;
+      Buffer partial(static_cast<size_t>(rows * chunks) * sizeof(A));
+      const int threads = row_threads(chunk);
+      sum_rows_kernel<T, A><<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), threads, 0, stream()>>>(
+          static_cast<const T*>(x), partial.as<A>(), n, chunk);
+      check_launch("sum");
+      finish_rows_kernel<A, T><<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream()>>>(partial.as<A>(), static_cast<T*>(out),
+                                                                                                 rows, chunks);
+      check_launch("sum");
+    }
+  });
+}
+
+void launch_sum_columns(DType t, const void* x, void* out, int64_t reduced, int64_t cols) {
+  if (cols == 0) return;
+  dispatch_dev(t, "sum", [&]<class T>() {
+    if constexpr (summable<T>) {
+      using A = acc_t<T>;
+      const int64_t col_blocks = (cols + 255) / 256;
+      const int64_t target = 4 * multiprocessors();
+      const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(reduced / 32, (target + col_blocks - 1) / col_blocks));
+      const int64_t chunk = (reduced + chunks - 1) / chunks;
+      Buffer partial(static_cast<size_t>(std::max<int64_t>(chunks * cols, 1)) * sizeof(A));
+      sum_columns_kernel<T, A><<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), 256, 0, stream()>>>(
+          static_cast<const T*>(x), partial.as<A>(), reduced, cols, chunk);
+      check_launch("sum");
+      finish_columns_kernel<A, T><<<static_cast<unsigned>(col_blocks), 256, 0, stream()>>>(partial.as<A>(), static_cast<T*>(out), cols,
+                                                                                           chunks);
+      check_launch("sum");
+    }
+  });
+}
+
+void launch_extreme(DType t, bool want_max, const void* x, void* values, int64_t* indices, int64_t rows, int64_t n) {
+  if (rows == 0) return;
+  dispatch_dev(t, want_max ? "max" : "min", [&]<class T>() {
+    if constexpr (!is_cplx_v<T>) {
+      extreme_kernel<T><<<static_cast<unsigned>(rows), row_threads(n), 0, stream()>>>(static_cast<const T*>(x), static_cast<T*>(values),
+                                                                                     indices, n, want_max);
+      check_launch(want_max ? "max" : "min");
+    }
+  });
+}
+
+void launch_row_softmax(DType t, RowOp op, const void* x, void* out, int64_t rows, int64_t n) {
+  if (rows == 0 || n == 0) return;
+  dispatch_real(t, "softmax", [&]<class T>() {
+    row_softmax_kernel<T><<<static_cast<unsigned>(rows), row_threads(n), 0, stream()>>>(static_cast<const T*>(x), static_cast<T*>(out), n, op);
+    check_launch("softmax");
+  });
+}
+
+bool all_finite(DType real, const void* x, int64_t n) {
+  if (n == 0) return true;
+  Buffer flag(sizeof(int));
+  const int one = 1;
+  copy_to_device(flag.get(), &one, sizeof one);
+  dispatch_real(real, "all_finite", [&]<class T>() {
+    finite_kernel<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<const T*>(x), n, flag.as<int>());
+    check_launch("all_finite");
+  });
+  int ok = 0;
+  copy_to_host(&ok, flag.get(), sizeof ok);
+  return ok != 0;
+}
+
+void launch_index_select(const void* x, const int64_t* index, void* out, int64_t outer, int64_t n, int64_t count, int64_t row_bytes) {
+  if (outer * count * row_bytes == 0) return;
+  // The widest word that divides the row and the source's alignment (a view may start mid-row).
+  const auto fits = [&](int64_t w) { return row_bytes % w == 0 && reinterpret_cast<uintptr_t>(x) % static_cast<uintptr_t>(w) == 0; };
+  const int64_t width = fits(16) ? 16 : fits(8) ? 8 : fits(4) ? 4 : 1;
+  by_width(width, [&]<class W>() {
+    const int64_t row = row_bytes / width;
+    index_select_kernel<W><<<grid_for(outer * count * row), kThreads, 0, stream()>>>(static_cast<const W*>(x), index, static_cast<W*>(out),
+                                                                                    outer, n, count, row);
+    check_launch("index_select");
+  });
+}
+
+void launch_segment_add(DType t, void* out, const void* src, const int64_t* target, const int64_t* start, const int64_t* list,
+                        int64_t segments, int64_t outer, int64_t inner, int64_t out_rows, int64_t src_rows) {
+  if (outer * segments * inner == 0) return;
+  dispatch_dev(t, "index_add", [&]<class T>() {
+    if constexpr (summable<T>) {
+      segment_add_kernel<T><<<grid_for(outer * segments * inner), kThreads, 0, stream()>>>(
+          static_cast<T*>(out), static_cast<const T*>(src), target, start, list, segments, outer, inner, out_rows, src_rows);
+      check_launch("index_add");
+    }
+  });
+}
+
+void launch_gather(int64_t item_bytes, const void* x, const int64_t* index, void* out, int ndim, const int64_t* index_shape,
+                   const int64_t* x_strides, int dim, int64_t numel) {
+  if (numel == 0) return;
+  GatherGeometry g{ndim, dim, {}, {}};
+  for (int d = 0; d < ndim; ++d) {
+    g.shape[d] = index_shape[d];
+    g.strides[d] = x_strides[d];
+  }
+  by_width(item_bytes, [&]<class W>() {
+    gather_kernel<W><<<grid_for(numel), kThreads, 0, stream()>>>(static_cast<const W*>(x), index, static_cast<W*>(out), g, numel);
+    check_launch("gather");
+  });
+}
+
+}  // namespace phasor::gpu

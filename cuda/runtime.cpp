@@ -1,0 +1,317 @@
+// The device, its one stream, the cuBLAS handle, the caching allocator and the
+// host <-> device copies of the CUDA backend.
+#include "cuda/runtime.h"
+
+#include <cublas_v2.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+namespace phasor::gpu {
+
+Backend* backend_instance();  // cuda/backend.cpp
+
+void check(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear a sticky-free error so the next call starts clean
+  fail("cuda: ", what, " failed: ", cudaGetErrorString(status), " (", cudaGetErrorName(status), ")");
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) fail("cuda: launching ", kernel, " failed: ", cudaGetErrorString(status));
+}
+
+namespace {
+
+std::string human(size_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  return buf;
+}
+
+std::atomic<bool> tf32_flag{[] {
+  const char* v = std::getenv("PHASOR_TF32");
+  return v && v[0] == '1';
+}()};
+
+struct DeviceState {
+  std::once_flag once;
+  std::string error;  // non-empty when no GPU can be used
+  std::string name;
+  int sms = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+};
+
+DeviceState& device_state() {
+  static DeviceState s;
+  return s;
+}
+
+void init_device(DeviceState& s) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    s.error = std::string("device cuda is not available: no usable NVIDIA GPU (") +
+              (status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0 devices") + ")";
+    return;
+  }
+  cudaDeviceProp prop{};
+  if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess) {
+    s.error = std::string("device cuda is not available: initialising GPU 0 failed (") + cudaGetErrorString(cudaGetLastError()) + ")";
+    return;
+  }
+  s.sms = prop.multiProcessorCount;
+  s.name = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
+  const cublasStatus_t bs = cublasCreate(&s.blas);
+  if (bs != CUBLAS_STATUS_SUCCESS) {
+    s.error = std::string("device cuda is not available: cublasCreate failed (") + cublasGetStatusString(bs) + ")";
+    return;
+  }
+  cublasSetStream(s.blas, s.stream);
+}
+
+// Pinned staging memory for small host -> device copies, so they stay
+// asynchronous: two halves, and a half is refilled only after the event
+// recorded when it was last left has completed (normally long since).
+class Staging {
+ public:
+  static constexpr size_t kHalf = 2 << 20;
+  bool copy(void* dst, const void* src, size_t nbytes) {
+    if (nbytes > kHalf) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!host_) {
+      check(cudaHostAlloc(reinterpret_cast<void**>(&host_), 2 * kHalf, cudaHostAllocDefault), "cudaHostAlloc (staging)");
+      for (auto& e : left_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    if (head_ + nbytes > kHalf) {
+      check(cudaEventRecord(left_[half_], stream()), "cudaEventRecord");
+      recorded_[half_] = true;
+      half_ ^= 1;
+      if (recorded_[half_]) check(cudaEventSynchronize(left_[half_]), "cudaEventSynchronize");
+      head_ = 0;
+    }
+    char* slot = host_ + half_ * kHalf + head_;
+    std::memcpy(slot, src, nbytes);
+    check(cudaMemcpyAsync(dst, slot, nbytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync (host to device)");
+    head_ += (nbytes + 255) / 256 * 256;
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  char* host_ = nullptr;
+  size_t head_ = 0;
+  int half_ = 0;
+  cudaEvent_t left_[2] = {};
+  bool recorded_[2] = {false, false};
+};
+
+// Freed blocks are kept and reused by size (best fit within a quarter of
+// the request); the driver is asked only when none fits, and on failure the
+// cache is released and the request retried once before the error.
+class CachingAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    ensure_device();
+    const size_t size = round(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.allocations;
+    auto it = free_.lower_bound(size);
+    if (it != free_.end() && it->first <= size + size / 4) {
+      void* p = it->second;
+      const size_t got = it->first;
+      free_.erase(it);
+      ++stats_.cache_hits;
+      return take(p, got);
+    }
+    void* p = nullptr;
+    cudaError_t status = cudaMalloc(&p, size);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      release_cached();
+      status = cudaMalloc(&p, size);
+    }
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_bytes = 0, total = 0;
+      cudaMemGetInfo(&free_bytes, &total);
+      fail("cuda: out of memory allocating ", nbytes, " bytes (", human(nbytes), "): the GPU has ", human(free_bytes), " free of ",
+           human(total), "; Phasor holds ", human(stats_.allocated), " in live tensors and ", human(stats_.reserved), " reserved");
+    }
+    stats_.reserved += size;
+    return take(p, size);
+  }
+
+  void deallocate(void* ptr, size_t) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return;
+    stats_.allocated -= it->second;
+    free_.emplace(it->second, ptr);
+    live_.erase(it);
+  }
+
+  MemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated = stats_.allocated;
+  }
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cached();
+  }
+
+ private:
+  static size_t round(size_t n) {
+    if (n == 0) n = 1;
+    if (n < (1u << 20)) return (n + 511) / 512 * 512;
+    return (n + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+  }
+  void* take(void* p, size_t size) {
+    live_.emplace(p, size);
+    stats_.allocated += size;
+    if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+    return p;
+  }
+  void release_cached() {  // cudaFree waits for the device, so no queued kernel still uses these
+    for (auto& [size, p] : free_) {
+      cudaFree(p);
+      stats_.reserved -= size;
+    }
+    free_.clear();
+  }
+
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;
+  std::unordered_map<void*, size_t> live_;
+  MemoryStats stats_;
+};
+
+CachingAllocator& allocator() {
+  static CachingAllocator* a = new CachingAllocator();  // never destroyed: tensors may outlive static destruction
+  return *a;
+}
+
+Staging& staging() {
+  static Staging* s = new Staging();
+  return *s;
+}
+
+void check_index(Device d) {
+  PHASOR_CHECK(d.index == 0, "device ", d, " is not available: Phasor drives one GPU, cuda:0");
+}
+
+Tensor device_copy(const Tensor& t, Device to) {
+  if (to.is_cuda() && t.device().is_cpu()) {
+    check_index(to);
+    const Tensor src = ops::contiguous(t);
+    Tensor out = empty(src.shape(), src.dtype(), to);
+    copy_to_device(out.raw_data(), src.raw_data(), src.nbytes());
+    return out;
+  }
+  if (to.is_cpu() && t.device().is_cuda()) {
+    const Tensor src = ops::contiguous(t);
+    Tensor out = empty(src.shape(), src.dtype(), kCPU);
+    copy_to_host(out.raw_data(), src.raw_data(), src.nbytes());
+    return out;
+  }
+  fail("to: cannot copy from ", t.device(), " to ", to, " (Phasor drives one GPU, cuda:0)");
+}
+
+}  // namespace
+
+void ensure_device() {
+  DeviceState& s = device_state();
+  std::call_once(s.once, [&] { init_device(s); });
+  if (!s.error.empty()) throw Error(s.error);
+}
+
+cudaStream_t stream() {
+  ensure_device();
+  return device_state().stream;
+}
+
+cublasContext* cublas() {
+  ensure_device();
+  return device_state().blas;
+}
+
+int multiprocessors() {
+  ensure_device();
+  return device_state().sms;
+}
+
+Buffer::Buffer(size_t nbytes) : nbytes_(nbytes) { ptr_ = allocator().allocate(nbytes); }
+Buffer::~Buffer() { allocator().deallocate(ptr_, nbytes_); }
+
+void copy_to_device(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (staging().copy(dst, src, nbytes)) return;
+  check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync (host to device)");
+  check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");  // pageable source: finish before it can go away
+}
+
+void copy_to_host(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream()), "cudaMemcpyAsync (device to host)");
+  check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+}
+
+void register_cuda() {
+  register_allocator(DeviceType::CUDA, &allocator());
+  register_backend(DeviceType::CUDA, backend_instance());
+  ops::register_device_copy(&device_copy);
+}
+
+// ---- public API (cuda/cuda.h) ----
+
+bool available() {
+  try {
+    ensure_device();
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string unavailable_reason() {
+  try {
+    ensure_device();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+std::string device_name() {
+  ensure_device();
+  return device_state().name;
+}
+
+MemoryStats memory_stats() { return allocator().stats(); }
+void reset_peak_memory() { allocator().reset_peak(); }
+void empty_cache() {
+  if (available()) allocator().empty_cache();
+}
+void synchronize() { check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize"); }
+void set_allow_tf32(bool allow) { tf32_flag.store(allow); }
+bool allow_tf32() { return tf32_flag.load(); }
+
+}  // namespace phasor::gpu

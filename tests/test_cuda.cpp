@@ -1,0 +1,713 @@
+// The cross-backend harness (in the spirit of ggml's test-backend-ops): every
+// method of phasor::Backend, every dtype it supports, random shapes with
+// contiguous, transposed, sliced and broadcast operands, run on the CPU (the
+// reference) and on CUDA and compared within `atol + rtol * |ref|`; forward and
+// backward through autograd; and one training step of the model, CPU vs CUDA.
+// Without a GPU (or in a build without CUDA) it checks that device cuda gives
+// one clear error and exits 77, which ctest reports as skipped.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "models/transformer.h"
+#include "nn/optim.h"
+#include "phasor.h"
+#include "tensor/backend.h"
+#ifdef PHASOR_WITH_CUDA
+#include "cuda/cuda.h"
+#endif
+
+using namespace phasor;
+
+namespace {
+
+bool gpu_present() {
+#ifdef PHASOR_WITH_CUDA
+  return gpu::available();
+#else
+  return false;
+#endif
+}
+
+// Runs before doctest: no GPU means "skipped", after checking the error is clear.
+const int skip_without_gpu = [] {
+  if (gpu_present()) return 0;
+#ifdef PHASOR_WITH_CUDA
+  gpu::register_cuda();  // this initialiser may run before the library's
+#endif
+  try {
+    const Tensor t = ops::to_device(zeros({2}), cuda());
+    std::printf("test_cuda: FAILED: moving a tensor to cuda without a GPU did not throw\n");
+    std::exit(1);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find("cuda") == std::string::npos || what.find("not available") == std::string::npos) {
+      std::printf("test_cuda: FAILED: unclear error without a GPU: %s\n", e.what());
+      std::exit(1);
+    }
+    std::printf("test_cuda: SKIPPED, no usable GPU (%s)\n", e.what());
+  }
+  std::exit(77);
+}();
+
+const Device G = cuda(0);
+Generator rng(20240601);
+
+Tensor on_gpu(const Tensor& t) { return ops::to_device(t, G); }
+
+// Random values of any dtype (bool: about half true; int64: in [lo, hi)).
+Tensor rnd(const Dims& shape, DType dt, double lo = -2.0, double hi = 2.0) {
+  if (dt == DType::Bool) return ops::compare(ops::Compare::Gt, uniform(shape, -1, 1, DType::Float64, &rng), scalar_tensor(0.0, DType::Float64));
+  if (dt == DType::Int64) return ops::to(uniform(shape, lo, hi, DType::Float64, &rng), DType::Int64);
+  return uniform(shape, lo, hi, dt, &rng);
+}
+Dims random_shape(int min_rank, int max_rank, int64_t max_size = 7) {
+  const int rank = min_rank + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(max_rank - min_rank + 1));
+  Dims d;
+  for (int i = 0; i < rank; ++i) d.push_back(1 + static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(max_size)));
+  return d;
+}
+
+// The same values in another memory layout, on whichever device t lives.
+enum class Layout { Contiguous, Transposed, Sliced };
+const Layout kLayouts[] = {Layout::Contiguous, Layout::Transposed, Layout::Sliced};
+const char* layout_name(Layout l) { return l == Layout::Contiguous ? "contiguous" : l == Layout::Transposed ? "transposed" : "sliced"; }
+Tensor layout(const Tensor& t, Layout l) {
+  if (l == Layout::Transposed && t.dim() >= 2) return ops::transpose(ops::contiguous(ops::transpose(t, 0, -1)), 0, -1);
+  if (l == Layout::Sliced && t.dim() >= 1) {
+    Dims big = t.shape();
+    big[big.size() - 1] += 3;
+    const Tensor storage = zeros(big, t.dtype(), t.device());
+    const Tensor view = ops::narrow(storage, -1, 1, t.size(-1));
+    ops::copy_(view, t);
+    return view;
+  }
+  return t;
+}
+
+const DType kInexact[] = {DType::Float32, DType::Float64, DType::Complex64, DType::Complex128};
+const DType kAll[] = {DType::Bool, DType::Int64, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128};
+double atol_of(DType t) { return real_dtype(t) == DType::Float64 ? 1e-11 : 2e-5; }
+double rtol_of(DType t) { return real_dtype(t) == DType::Float64 ? 1e-10 : 2e-5; }
+
+int checks_done = 0;
+
+// ref (CPU) and got (CUDA) agree in shape, dtype and every value within atol + rtol |ref|.
+void expect_close(const Tensor& ref, const Tensor& got, double atol, double rtol, const std::string& what) {
+  ++checks_done;
+  INFO(what);
+  REQUIRE(got.defined());
+  CHECK(got.device() == G);
+  REQUIRE(ref.shape() == got.shape());
+  REQUIRE(ref.dtype() == got.dtype());
+  const auto a = ref.to_vector<c128>(), b = got.to_vector<c128>();
+  double worst = 0, worst_ref = 0, worst_got = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool an = std::isnan(a[i].real()) || std::isnan(a[i].imag()), bn = std::isnan(b[i].real()) || std::isnan(b[i].imag());
+    double ratio;
+    if (an || bn) ratio = an == bn ? 0.0 : INFINITY;
+    else if (a[i] == b[i]) ratio = 0.0;  // equal infinities too
+    else ratio = std::abs(a[i] - b[i]) / (atol + rtol * std::abs(a[i]));
+    if (!(ratio <= worst)) {
+      worst = ratio;
+      at = i;
+      worst_ref = std::abs(a[i]);
+      worst_got = std::abs(b[i]);
+    }
+  }
+  CHECK_MESSAGE(worst <= 1.0, what, ": worst element ", at, " off by ", worst, " x tolerance (|ref| ", worst_ref, ", |got| ", worst_got,
+                ") shape ", ref.shape(), " ", ref.dtype());
+}
+void expect_close(const Tensor& ref, const Tensor& got, const std::string& what) {
+  expect_close(ref, got, atol_of(ref.dtype()), rtol_of(ref.dtype()), what);
+}
+// All but a fraction `outliers` of the values within tolerance (AdamW turns a
+// gradient that is zero up to rounding into a full +-lr step of either sign).
+void expect_mostly_close(const Tensor& ref, const Tensor& got, double atol, double rtol, double outliers, const std::string& what) {
+  ++checks_done;
+  REQUIRE(ref.shape() == got.shape());
+  const auto a = ref.to_vector<double>(), b = got.to_vector<double>();
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += !(std::abs(a[i] - b[i]) <= atol + rtol * std::abs(a[i]));
+  CHECK_MESSAGE(static_cast<double>(bad) <= outliers * static_cast<double>(a.size()), what, ": ", bad, " of ", a.size(), " values off");
+}
+
+std::string str(const Dims& d) {
+  std::ostringstream os;
+  os << d;
+  return os.str();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- infrastructure
+
+TEST_CASE("cuda: device, copies both ways, and the caching allocator") {
+#ifdef PHASOR_WITH_CUDA
+  MESSAGE("device: ", gpu::device_name());
+  for (DType dt : kAll) {
+    const Tensor x = rnd({3, 5}, dt);
+    const Tensor y = on_gpu(x);
+    CHECK(y.device() == G);
+    expect_close(x, y, 0, 0, std::string("round trip ") + dtype_name(dt));
+  }
+  // Non-contiguous CPU source, and a view of a GPU tensor copied back.
+  const Tensor x = rnd({4, 6}, DType::Float32);
+  expect_close(ops::transpose(x, 0, 1), on_gpu(ops::transpose(x, 0, 1)), 0, 0, "transposed source");
+  expect_close(ops::narrow(x, 1, 2, 3), ops::narrow(on_gpu(x), 1, 2, 3), 0, 0, "a view copied back");
+  CHECK(to_cpu(ops::narrow(on_gpu(x), 1, 2, 3)).device() == kCPU);
+  // Freed blocks are reused by size.
+  gpu::synchronize();
+  const gpu::MemoryStats before = gpu::memory_stats();
+  { const Tensor a = empty({1000}, DType::Float32, G); }
+  { const Tensor b = empty({1000}, DType::Float32, G); }
+  const gpu::MemoryStats after = gpu::memory_stats();
+  CHECK(after.allocations == before.allocations + 2);
+  CHECK(after.cache_hits >= before.cache_hits + 1);
+  CHECK(after.allocated == before.allocated);
+  CHECK(after.peak_allocated >= 4000);
+  CHECK(after.reserved >= after.allocated);
+#endif
+}
+
+TEST_CASE("cuda: clear errors for mixed devices, out of memory and a second GPU") {
+  const Tensor a = on_gpu(ones({3})), b = ones({3});
+  CHECK_THROWS_WITH_AS(ops::binary(ops::Binary::Add, a, b), doctest::Contains("different devices"), Error);
+  CHECK_THROWS_WITH_AS(ops::matmul(on_gpu(ones({2, 2})), ones({2, 2})), doctest::Contains("different devices"), Error);
+  CHECK_THROWS_WITH_AS(ops::copy_(a, b), doctest::Contains("devices differ"), Error);
+  // A CPU scalar beside GPU tensors is fine.
+  expect_close(ops::binary(ops::Binary::Mul, ones({3}), scalar_tensor(2.0)), ops::binary(ops::Binary::Mul, a, scalar_tensor(2.0)), "cpu scalar");
+  // Out of memory names the request and the free memory.
+  try {
+    const Tensor huge = empty({int64_t{1} << 46}, DType::Float32, G);
+    FAIL("allocating 256 TiB did not throw");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("out of memory") != std::string::npos);
+    CHECK(what.find("281474976710656 bytes") != std::string::npos);
+    CHECK(what.find("free of") != std::string::npos);
+  }
+  CHECK_THROWS_WITH_AS(ops::to_device(ones({2}), cuda(1)), doctest::Contains("one GPU"), Error);
+  // Indices out of range are checked as on the CPU.
+  CHECK_THROWS_WITH_AS(ops::index_select(on_gpu(ones({3, 2})), 0, on_gpu(from_vector<int64_t>({0, 5}))), doctest::Contains("out of range"), Error);
+}
+
+// ---------------------------------------------------------------- copies and elementwise
+
+TEST_CASE("cuda: copy_ converts every dtype to every dtype, with broadcasting and any layout") {
+  for (DType src : kAll)
+    for (DType dst : kAll)
+      for (Layout l : kLayouts) {
+        const Tensor x = rnd({4, 5}, src);
+        const Tensor ref = ops::to(layout(x, l), dst);
+        const Tensor got = ops::to(layout(on_gpu(x), l), dst);
+        expect_close(ref, got, 1e-6, 1e-6, std::string("copy ") + dtype_name(src) + " -> " + dtype_name(dst) + " " + layout_name(l));
+      }
+  // Broadcast source into a strided destination.
+  const Tensor row = rnd({1, 5}, DType::Float32);
+  Tensor ref = zeros({4, 8}), got = zeros({4, 8}, DType::Float32, G);
+  ops::copy_(ops::narrow(ref, 1, 2, 5), row);
+  ops::copy_(ops::narrow(got, 1, 2, 5), on_gpu(row));
+  expect_close(ref, got, "broadcast copy into a view");
+  for (DType dt : kAll) {
+    Tensor r = zeros({3, 4}, dt), g = zeros({3, 4}, dt, G);
+    ops::fill_(ops::transpose(r, 0, 1), c128(1.5, -2));
+    ops::fill_(ops::transpose(g, 0, 1), c128(1.5, -2));
+    expect_close(r, g, 0, 0, std::string("fill_ ") + dtype_name(dt));
+  }
+}
+
+TEST_CASE("cuda: every unary op, every dtype, every layout") {
+  using ops::Unary;
+  const Unary all[] = {Unary::Neg,     Unary::Exp,  Unary::Log,  Unary::Sqrt, Unary::Rsqrt,      Unary::Sin,  Unary::Cos,
+                       Unary::Tanh,    Unary::Sigmoid, Unary::Silu, Unary::Gelu, Unary::Abs, Unary::Reciprocal, Unary::Conj,
+                       Unary::Angle,   Unary::Sign, Unary::Square, Unary::GeluDerivative};
+  for (Unary op : all)
+    for (DType dt : {DType::Int64, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128}) {
+      if (is_complex(dt) && (op == Unary::Gelu || op == Unary::GeluDerivative)) {
+        CHECK_THROWS_AS(ops::unary(op, on_gpu(rnd({2}, dt))), Error);
+        continue;
+      }
+      for (Layout l : kLayouts) {
+        const Dims shape = random_shape(1, 4);
+        const bool positive = op == Unary::Log || op == Unary::Sqrt || op == Unary::Rsqrt || op == Unary::Reciprocal;
+        Tensor x = rnd(shape, dt, positive ? 0.2 : -3.0, 3.0);
+        const Tensor ref = ops::unary(op, layout(x, l));
+        const Tensor got = ops::unary(op, layout(on_gpu(x), l));
+        expect_close(ref, got, std::string(ops::name(op)) + " " + dtype_name(dt) + " " + layout_name(l) + " " + str(shape));
+      }
+    }
+  // NaN and infinities go through as on the CPU.
+  const Tensor special = from_vector<float>({NAN, INFINITY, -INFINITY, 0.0f, -0.0f});
+  for (Unary op : {Unary::Exp, Unary::Tanh, Unary::Sigmoid, Unary::Sign, Unary::Abs, Unary::Angle})
+    expect_close(ops::unary(op, special), ops::unary(op, on_gpu(special)), std::string("special values ") + ops::name(op));
+}
+
+TEST_CASE("cuda: every binary op with broadcasting, promotion, CPU scalars and in-place forms") {
+  using ops::Binary;
+  const Binary all[] = {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div, Binary::Pow, Binary::Maximum, Binary::Minimum, Binary::Atan2};
+  for (Binary op : all)
+    for (DType dt : {DType::Int64, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128}) {
+      const bool real_only = op == Binary::Maximum || op == Binary::Minimum || op == Binary::Atan2;
+      if (real_only && is_complex(dt)) {
+        CHECK_THROWS_AS(ops::binary(op, on_gpu(rnd({2}, dt)), on_gpu(rnd({2}, dt))), Error);
+        continue;
+      }
+      for (Layout l : kLayouts) {
+        // [a, 1, c] with [b, c]: both sides broadcast.
+        const Dims sa = {3, 1, 5}, sb = {4, 5};
+        const double lo = op == Binary::Pow ? 0.3 : -3.0;
+        const double blo = op != Binary::Pow ? -3.0 : dt == DType::Int64 ? 0.0 : -2.0;  // no 0 to a negative integer power
+        const Tensor a = rnd(sa, dt, lo, 3.0), b = rnd(sb, dt, blo, 3.0);
+        const Tensor bb = (op == Binary::Div && dt == DType::Int64) ? ops::binary(Binary::Add, ops::unary(ops::Unary::Abs, b), scalar_tensor(1.0, DType::Int64)) : b;
+        const Tensor ref = ops::binary(op, layout(a, l), layout(bb, l));
+        const Tensor got = ops::binary(op, layout(on_gpu(a), l), layout(on_gpu(bb), l));
+        expect_close(ref, got, 1e-5, 5e-5, std::string(ops::name(op)) + " " + dtype_name(dt) + " " + layout_name(l));
+      }
+    }
+  // Promotion: float32 with complex128, int64 with float64, bool with bool.
+  const Tensor f = rnd({6}, DType::Float32), z = rnd({6}, DType::Complex128), i = rnd({6}, DType::Int64), d = rnd({6}, DType::Float64);
+  expect_close(ops::binary(Binary::Mul, f, z), ops::binary(Binary::Mul, on_gpu(f), on_gpu(z)), "promote f32 x c128");
+  expect_close(ops::binary(Binary::Div, i, d), ops::binary(Binary::Div, on_gpu(i), on_gpu(d)), "promote i64 / f64");
+  const Tensor t = rnd({6}, DType::Bool);
+  expect_close(ops::binary(Binary::Add, t, t), ops::binary(Binary::Add, on_gpu(t), on_gpu(t)), "bool + bool");
+  // CPU scalar operands on either side.
+  expect_close(ops::binary(Binary::Sub, scalar_tensor(1.0), z), ops::binary(Binary::Sub, scalar_tensor(1.0), on_gpu(z)), "scalar - gpu");
+  // NaN propagation in maximum / minimum.
+  const Tensor n1 = from_vector<double>({NAN, 1, 2, NAN}), n2 = from_vector<double>({1, NAN, 3, NAN});
+  expect_close(ops::binary(Binary::Maximum, n1, n2), ops::binary(Binary::Maximum, on_gpu(n1), on_gpu(n2)), "maximum NaN");
+  expect_close(ops::binary(Binary::Minimum, n1, n2), ops::binary(Binary::Minimum, on_gpu(n1), on_gpu(n2)), "minimum NaN");
+  // In place: binary_ and axpy_ into transposed destinations.
+  for (DType dt : kInexact) {
+    const Tensor x = rnd({5, 4}, dt), y = rnd({4}, dt);
+    Tensor rx = ops::clone(x), gx = on_gpu(x);
+    ops::binary_(Binary::Mul, ops::transpose(rx, 0, 1), ops::unsqueeze(y, 1));
+    ops::binary_(Binary::Mul, ops::transpose(gx, 0, 1), ops::unsqueeze(on_gpu(y), 1));
+    expect_close(rx, gx, std::string("binary_ ") + dtype_name(dt));
+    ops::axpy_(rx, ops::unsqueeze(y, 0), -0.25);
+    ops::axpy_(gx, ops::unsqueeze(on_gpu(y), 0), -0.25);
+    expect_close(rx, gx, std::string("axpy_ ") + dtype_name(dt));
+  }
+  CHECK_THROWS_WITH_AS(ops::binary_(Binary::Add, on_gpu(rnd({2}, DType::Float32)), on_gpu(rnd({2}, DType::Complex64))),
+                       doctest::Contains("cannot be stored in place"), Error);
+}
+
+TEST_CASE("cuda: compare, where, polar, complex, pow_scalar") {
+  using ops::Compare;
+  for (DType dt : kAll)
+    for (Compare op : {Compare::Eq, Compare::Ne, Compare::Lt, Compare::Le, Compare::Gt, Compare::Ge}) {
+      if (is_complex(dt) && op != Compare::Eq && op != Compare::Ne) continue;
+      Tensor a = rnd({3, 4}, dt, -2, 2), b = rnd({4}, dt, -2, 2);
+      if (dt == DType::Int64 || dt == DType::Bool) b = ops::narrow(a, 0, 1, 1);  // some equal values
+      expect_close(ops::compare(op, a, b), ops::compare(op, on_gpu(a), on_gpu(b)), std::string("compare ") + dtype_name(dt));
+    }
+  for (DType dt : kAll) {
+    const Tensor c = rnd({3, 1}, DType::Bool), a = rnd({3, 4}, dt), b = rnd({4}, dt);
+    expect_close(ops::where(c, a, b), ops::where(on_gpu(c), on_gpu(a), on_gpu(b)), std::string("where ") + dtype_name(dt));
+  }
+  for (DType rt : {DType::Float32, DType::Float64}) {
+    const Tensor r = rnd({2, 3}, rt, 0, 2), th = rnd({3}, rt, -4, 4);
+    expect_close(ops::polar(r, th), ops::polar(on_gpu(r), on_gpu(th)), std::string("polar ") + dtype_name(rt));
+    expect_close(ops::complex(r, th), ops::complex(on_gpu(r), on_gpu(th)), std::string("complex ") + dtype_name(rt));
+  }
+  for (DType dt : kInexact)
+    for (double p : {2.0, 0.5, 1.7, -1.0})
+      for (Layout l : kLayouts) {
+        const Tensor x = rnd({3, 5}, dt, 0.1, 2);
+        expect_close(ops::pow_scalar(layout(x, l), p), ops::pow_scalar(layout(on_gpu(x), l), p), std::string("pow_scalar ") + dtype_name(dt));
+      }
+}
+
+// ---------------------------------------------------------------- reductions
+
+TEST_CASE("cuda: sum over any dims, every dtype, including long rows and columns") {
+  for (DType dt : kAll)
+    for (Layout l : kLayouts) {
+      const Tensor x = rnd({3, 4, 5}, dt, -3, 3);
+      const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {2}, {-1}, {0, 2}, {1, 2}, {0, 1}};
+      for (const auto& dims : dim_sets)
+        for (bool keep : {false, true}) {
+          const Tensor ref = ops::sum(layout(x, l), dims, keep), got = ops::sum(layout(on_gpu(x), l), dims, keep);
+          expect_close(ref, got, 1e-5, 1e-5, std::string("sum ") + dtype_name(dt) + " " + layout_name(l) + (keep ? " keepdim" : ""));
+        }
+    }
+  for (const Dims& shape : {Dims{1, 1 << 20}, Dims{1 << 16, 3}, Dims{7, 300000}, Dims{4096, 256}}) {
+    const Tensor x = rnd(shape, DType::Float32);
+    expect_close(ops::sum(x, {1}), ops::sum(on_gpu(x), {1}), 1e-4, 1e-5, "sum rows " + str(shape));
+    expect_close(ops::sum(x, {0}), ops::sum(on_gpu(x), {0}), 1e-4, 1e-5, "sum columns " + str(shape));
+    expect_close(ops::sum(x), ops::sum(on_gpu(x)), 1e-3, 1e-5, "sum all " + str(shape));
+  }
+  const Tensor x = rnd({4, 6}, DType::Complex64);
+  expect_close(ops::mean(x, {1}), ops::mean(on_gpu(x), {1}), "mean (a CPU scalar divides)");
+  expect_close(ops::norm(x), ops::norm(on_gpu(x)), "norm");
+}
+
+TEST_CASE("cuda: max and min with indices, NaN and ties as on the CPU") {
+  for (DType dt : {DType::Bool, DType::Int64, DType::Float32, DType::Float64})
+    for (Layout l : kLayouts)
+      for (int64_t dim : {0, 1, -1})
+        for (bool keep : {false, true}) {
+          const Tensor x = rnd({6, 9}, dt, -3, 3);
+          const auto rmax = ops::max(layout(x, l), dim, keep), gmax = ops::max(layout(on_gpu(x), l), dim, keep);
+          const auto rmin = ops::min(layout(x, l), dim, keep), gmin = ops::min(layout(on_gpu(x), l), dim, keep);
+          const std::string what = std::string(dtype_name(dt)) + " " + layout_name(l) + " dim " + std::to_string(dim);
+          expect_close(rmax.values, gmax.values, 0, 0, "max values " + what);
+          expect_close(rmax.indices, gmax.indices, 0, 0, "max indices " + what);
+          expect_close(rmin.values, gmin.values, 0, 0, "min values " + what);
+          expect_close(rmin.indices, gmin.indices, 0, 0, "min indices " + what);
+        }
+  const Tensor special = from_vector<float>({1, 3, 3, NAN, 5, NAN, -1, 2, 2, 2, 0, 1}, {3, 4});
+  for (int64_t dim : {0, 1}) {
+    expect_close(ops::max(special, dim).indices, ops::max(on_gpu(special), dim).indices, 0, 0, "max NaN/ties");
+    expect_close(ops::min(special, dim).values, ops::min(on_gpu(special), dim).values, 0, 0, "min NaN/ties");
+  }
+  const Tensor big = rnd({3, 5000}, DType::Float32);
+  expect_close(ops::max(big, 1).indices, ops::max(on_gpu(big), 1).indices, 0, 0, "max long rows");
+}
+
+TEST_CASE("cuda: logsumexp, softmax, log_softmax and all_finite") {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (Layout l : kLayouts)
+      for (int64_t dim : {0, 1, 2, -1}) {
+        const Tensor x = rnd({3, 5, 70}, dt, -8, 8);
+        const std::string what = std::string(dtype_name(dt)) + " " + layout_name(l) + " dim " + std::to_string(dim);
+        expect_close(ops::logsumexp(layout(x, l), dim, false), ops::logsumexp(layout(on_gpu(x), l), dim, false), "logsumexp " + what);
+        expect_close(ops::logsumexp(layout(x, l), dim, true), ops::logsumexp(layout(on_gpu(x), l), dim, true), "logsumexp keepdim " + what);
+        expect_close(ops::softmax(layout(x, l), dim), ops::softmax(layout(on_gpu(x), l), dim), "softmax " + what);
+        expect_close(ops::log_softmax(layout(x, l), dim), ops::log_softmax(layout(on_gpu(x), l), dim), "log_softmax " + what);
+      }
+  const Tensor masked = from_vector<float>({-INFINITY, -INFINITY, 1, 2}, {2, 2});
+  expect_close(ops::softmax(masked, 1), ops::softmax(on_gpu(masked), 1), "softmax of a fully masked row");
+  expect_close(ops::logsumexp(masked, 1), ops::logsumexp(on_gpu(masked), 1), "logsumexp of -inf");
+  const Tensor wide = rnd({2, 5000}, DType::Float32, -20, 20);
+  expect_close(ops::softmax(wide, 1), ops::softmax(on_gpu(wide), 1), "softmax 5000 wide");
+  for (DType dt : kAll) {
+    const Tensor x = rnd({100}, dt);
+    CHECK(ops::all_finite(on_gpu(x)) == ops::all_finite(x));
+  }
+  Tensor bad = rnd({1000}, DType::Complex64);
+  ops::fill_(ops::narrow(bad, 0, 777, 1), c128(0, NAN));
+  CHECK_FALSE(ops::all_finite(on_gpu(bad)));
+}
+
+// ---------------------------------------------------------------- matmul
+
+TEST_CASE("cuda: matmul on cuBLAS, every dtype, transposes and conjugates as flags, batches broadcast") {
+  const MatOp all[] = {MatOp::None, MatOp::Transpose, MatOp::ConjTranspose};
+  for (DType dt : kInexact)
+    for (MatOp oa : all)
+      for (MatOp ob : all)
+        for (int trial = 0; trial < 3; ++trial) {
+          const int64_t m = 1 + rng.next_u64() % 9, n = 1 + rng.next_u64() % 9, k = 1 + rng.next_u64() % 17;
+          Dims ba = trial == 0 ? Dims{} : trial == 1 ? Dims{3} : Dims{2, 1}, bb = trial == 0 ? Dims{} : trial == 1 ? Dims{3} : Dims{1, 4};
+          Dims sa = ba, sb = bb;
+          sa.push_back(oa == MatOp::None ? m : k);
+          sa.push_back(oa == MatOp::None ? k : m);
+          sb.push_back(ob == MatOp::None ? k : n);
+          sb.push_back(ob == MatOp::None ? n : k);
+          const Tensor a = rnd(sa, dt), b = rnd(sb, dt);
+          for (Layout l : {Layout::Contiguous, Layout::Transposed, Layout::Sliced}) {
+            const Tensor ref = ops::matmul(layout(a, l), layout(b, l), oa, ob);
+            const Tensor got = ops::matmul(layout(on_gpu(a), l), layout(on_gpu(b), l), oa, ob);
+            const double tol = real_dtype(dt) == DType::Float64 ? 1e-10 : 1e-4;
+            expect_close(ref, got, tol, tol, std::string("matmul ") + dtype_name(dt) + " " + str(sa) + " x " + str(sb) + " " + layout_name(l));
+          }
+        }
+  // Permuted [B, N, H, d] operands (attention's layout: batch dims no single stride describes).
+  const Tensor q = rnd({2, 5, 3, 4}, DType::Float32), kk = rnd({2, 5, 3, 4}, DType::Float32);
+  expect_close(ops::matmul(ops::permute(q, {0, 2, 1, 3}), ops::permute(kk, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose),
+               ops::matmul(ops::permute(on_gpu(q), {0, 2, 1, 3}), ops::permute(on_gpu(kk), {0, 2, 1, 3}), MatOp::None, MatOp::Transpose), 1e-5, 1e-4,
+               "attention scores layout");
+  // Vectors, a folded batch, an empty inner dim.
+  const Tensor v = rnd({6}, DType::Complex64), w = rnd({4, 6, 6}, DType::Complex64);
+  expect_close(ops::matmul(w, v), ops::matmul(on_gpu(w), on_gpu(v)), 1e-5, 1e-4, "matrix x vector");
+  expect_close(ops::matmul(v, w), ops::matmul(on_gpu(v), on_gpu(w)), 1e-5, 1e-4, "vector x matrix");
+  const Tensor e1 = rnd({3, 0}, DType::Float32), e2 = rnd({0, 2}, DType::Float32);
+  expect_close(ops::matmul(e1, e2), ops::matmul(on_gpu(e1), on_gpu(e2)), "k = 0");
+  CHECK_THROWS_WITH_AS(ops::matmul(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(rnd({2, 3}, DType::Float32))), doctest::Contains("inner dimensions"), Error);
+}
+
+// ---------------------------------------------------------------- indexing
+
+TEST_CASE("cuda: index_select, index_add, gather and scatter_add (ordered sums, repeated indices)") {
+  for (DType dt : kAll)
+    for (int64_t dim : {0, 1, 2}) {
+      const Tensor x = rnd({5, 6, 4}, dt);
+      const int64_t n = x.size(dim);
+      const Tensor use = from_vector<int64_t>({0, n - 1, 0, 1 % n, n - 1});
+      expect_close(ops::index_select(layout(x, Layout::Transposed), dim, use), ops::index_select(layout(on_gpu(x), Layout::Transposed), dim, on_gpu(use)),
+                   0, 0, std::string("index_select ") + dtype_name(dt));
+      Dims sshape = x.shape();
+      sshape[dim] = use.numel();
+      const Tensor src = rnd(sshape, dt);
+      expect_close(ops::index_add(x, dim, use, src), ops::index_add(on_gpu(x), dim, on_gpu(use), on_gpu(src)), std::string("index_add ") + dtype_name(dt));
+    }
+  const Tensor seven = rnd({7}, DType::Float32);
+  expect_close(ops::index_select(seven, 0, scalar_tensor(3.0, DType::Int64)), ops::index_select(on_gpu(seven), 0, on_gpu(scalar_tensor(3.0, DType::Int64))),
+               0, 0, "0-d index");
+  for (DType dt : kInexact)
+    for (int64_t dim : {0, 1}) {
+      const Tensor x = rnd({4, 5}, dt);
+      const Dims is = {3, 4};
+      const Tensor index = ops::to(rnd(is, DType::Float64, 0, static_cast<double>(x.size(dim)) - 0.01), DType::Int64);
+      expect_close(ops::gather(x, dim, index), ops::gather(on_gpu(x), dim, on_gpu(index)), 0, 0, std::string("gather ") + dtype_name(dt));
+      const Tensor src = rnd(is, dt);
+      expect_close(ops::scatter_add({4, 5}, dim, index, src), ops::scatter_add({4, 5}, dim, on_gpu(index), on_gpu(src)),
+                   std::string("scatter_add ") + dtype_name(dt));
+    }
+  // The embedding backward's pattern: many rows into few.
+  const Tensor ids = ops::to(rnd({2048}, DType::Float64, 0, 255.99), DType::Int64);
+  const Tensor g = rnd({2048, 64}, DType::Float32);
+  expect_close(ops::index_add(zeros({256, 64}), 0, ids, g), ops::index_add(zeros({256, 64}, DType::Float32, G), 0, on_gpu(ids), on_gpu(g)), 1e-5, 1e-5,
+               "embedding backward");
+}
+
+// ---------------------------------------------------------------- random
+
+TEST_CASE("cuda: fill_uniform_ and fill_normal_ reproduce the CPU's Philox stream") {
+  Backend* b = backend_for(G);
+  for (DType dt : kInexact) {
+    Generator g1(77, 5), g2(77, 5);
+    const Dims shape = {33, 7};
+    const Tensor ref_u = uniform(shape, -1.5, 2.5, dt, &g1);
+    Tensor got_u = empty(shape, dt, G);
+    const int64_t reals = shape.numel() * (is_complex(dt) ? 2 : 1);
+    b->fill_uniform_(got_u, -1.5, 2.5, g2.seed(), g2.reserve(static_cast<uint64_t>((reals + 3) / 4)));
+    expect_close(ref_u, got_u, 0, 0, std::string("uniform, bit for bit, ") + dtype_name(dt));
+    const Tensor ref_n = normal(shape, 0.5, 2.0, dt, &g1);
+    Tensor got_n = empty(shape, dt, G);
+    b->fill_normal_(got_n, 0.5, 2.0, g2.seed(), g2.reserve(static_cast<uint64_t>((reals + 3) / 4)));
+    expect_close(ref_n, got_n, 1e-12, real_dtype(dt) == DType::Float32 ? 2.5e-7 : 1e-14, std::string("normal ") + dtype_name(dt));
+  }
+}
+
+// ---------------------------------------------------------------- fused kernels
+
+TEST_CASE("cuda: RMSNorm and cross-entropy, forward and backward") {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const Dims& shape : {Dims{3, 7}, Dims{2, 5, 128}, Dims{4, 1000}, Dims{2048, 128}}) {
+      const Tensor x = rnd(shape, dt), w = rnd({shape.back()}, dt), g = rnd(shape, dt);
+      const auto ref = ops::rms_norm(layout(x, Layout::Sliced), w, 1e-5);
+      const auto got = ops::rms_norm(layout(on_gpu(x), Layout::Sliced), on_gpu(w), 1e-5);
+      expect_close(ref.y, got.y, "rms_norm y " + str(shape));
+      expect_close(ref.inv_rms, got.inv_rms, "rms_norm inv_rms " + str(shape));
+      const auto rb = ops::rms_norm_backward(g, x, w, ref.inv_rms);
+      const auto gb = ops::rms_norm_backward(on_gpu(g), on_gpu(x), on_gpu(w), got.inv_rms);
+      expect_close(rb.dx, gb.dx, "rms_norm dx " + str(shape));
+      expect_close(rb.dweight, gb.dweight, 1e-4, 1e-5, "rms_norm dweight " + str(shape));
+    }
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (bool mean : {true, false}) {
+      const int64_t rows = 37, v = 300;
+      const Tensor logits = rnd({rows, v}, dt, -6, 6);
+      Tensor targets = ops::to(rnd({rows}, DType::Float64, 0, v - 0.01), DType::Int64);
+      ops::fill_(ops::narrow(targets, 0, 4, 3), -100.0);  // ignored rows
+      const auto ref = ops::cross_entropy(logits, targets, -100, mean);
+      const auto got = ops::cross_entropy(on_gpu(logits), on_gpu(targets), -100, mean);
+      CHECK(ref.count == got.count);
+      expect_close(ref.loss, got.loss, std::string("cross_entropy loss ") + dtype_name(dt));
+      expect_close(ref.logsumexp, got.logsumexp, std::string("cross_entropy lse ") + dtype_name(dt));
+      const double scale = mean ? 1.0 / static_cast<double>(ref.count) : 1.0;
+      expect_close(ops::cross_entropy_backward(0.7, logits, targets, ref.logsumexp, -100, scale),
+                   ops::cross_entropy_backward(0.7, on_gpu(logits), on_gpu(targets), got.logsumexp, -100, scale), std::string("cross_entropy backward ") + dtype_name(dt));
+    }
+  CHECK_THROWS_WITH_AS(ops::cross_entropy(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(from_vector<int64_t>({0, 3})), -100, true),
+                       doctest::Contains("outside [0, 3)"), Error);
+}
+
+TEST_CASE("cuda: rotary tables (RoPE / XPos) and the ComplexFormer rotation, forward and backward") {
+  for (DType dt : {DType::Complex64, DType::Complex128})
+    for (const Dims& shape : {Dims{2, 5, 3, 4}, Dims{1, 17, 2, 8}, Dims{16, 128, 4, 16}}) {
+      const Tensor z = rnd(shape, dt);
+      for (double xpos : {0.0, 512.0})
+        for (bool conj : {false, true}) {
+          const Tensor table = ops::rotary_table(shape[1], shape[3], 3, 10000.0, xpos, 1, dt);
+          expect_close(ops::rotate(layout(z, Layout::Transposed), table, conj), ops::rotate(layout(on_gpu(z), Layout::Transposed), on_gpu(table), conj),
+                       std::string("rotate ") + dtype_name(dt) + " " + str(shape));
+        }
+      const Dims hp = {shape[2], shape[3]};
+      const DType rt = real_dtype(dt);
+      const Tensor delta = rnd(hp, rt, 0.5, 1.5), bias = rnd(hp, rt, -0.5, 0.5), beta = rnd({shape[2]}, rt, 0.5, 1.5), g = rnd(shape, dt);
+      for (bool with_bias : {true, false})
+        for (int64_t offset : {0, 11}) {
+          const ops::CmhaParams pc{delta, with_bias ? bias : Tensor(), beta, offset, 10000.0};
+          const ops::CmhaParams pg{on_gpu(delta), with_bias ? on_gpu(bias) : Tensor(), on_gpu(beta), offset, 10000.0};
+          const std::string what = std::string(dtype_name(dt)) + " " + str(shape) + (with_bias ? " bias" : "") + " offset " + std::to_string(offset);
+          const double loose = real_dtype(dt) == DType::Float32 ? 2e-4 : 1e-9;
+          expect_close(ops::cmha_rotate(z, pc), ops::cmha_rotate(on_gpu(z), pg), loose, loose, "cmha_rotate " + what);
+          const auto rb = ops::cmha_rotate_backward(g, z, pc), gb = ops::cmha_rotate_backward(on_gpu(g), on_gpu(z), pg);
+          expect_close(rb.dz, gb.dz, loose, loose, "cmha dz " + what);
+          const double sum_tol = real_dtype(dt) == DType::Float32 ? 2e-3 : 1e-8;
+          expect_close(rb.ddelta, gb.ddelta, sum_tol, sum_tol, "cmha ddelta " + what);
+          expect_close(rb.dbeta, gb.dbeta, sum_tol, sum_tol, "cmha dbeta " + what);
+          if (with_bias) expect_close(rb.dphase_bias, gb.dphase_bias, sum_tol, sum_tol, "cmha dphase_bias " + what);
+          else CHECK_FALSE(gb.dphase_bias.defined());
+        }
+    }
+  // Finite at the origin, as the spec's eps-regularised derivative demands.
+  const Tensor zero = zeros({1, 2, 1, 2}, DType::Complex64);
+  const ops::CmhaParams p0{on_gpu(ones({1, 2})), on_gpu(zeros({1, 2})), on_gpu(ones({1})), 0, 10000.0};
+  CHECK(ops::all_finite(ops::cmha_rotate_backward(on_gpu(ones({1, 2, 1, 2}, DType::Complex64)), on_gpu(zero), p0).dz));
+}
+
+TEST_CASE("cuda: attention softmax with causal masking, offsets and ALiBi slopes, forward and backward") {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const Dims& shape : {Dims{2, 3, 5, 5}, Dims{1, 2, 3, 9}, Dims{16, 4, 128, 128}, Dims{1, 1, 2, 2000}})
+      for (int64_t offset : {0, 4, -1})
+        for (bool alibi : {false, true}) {
+          const Tensor s = rnd(shape, dt, -5, 5), g = rnd(shape, dt);
+          const Tensor slopes = alibi ? rnd({shape[1]}, dt, 0.01, 0.5) : Tensor();
+          const Tensor ref = ops::attention_softmax(s, 0.3, offset, slopes);
+          const Tensor got = ops::attention_softmax(on_gpu(s), 0.3, offset, alibi ? on_gpu(slopes) : Tensor());
+          const std::string what = std::string(dtype_name(dt)) + " " + str(shape) + " offset " + std::to_string(offset) + (alibi ? " alibi" : "");
+          expect_close(ref, got, "attention_softmax " + what);
+          expect_close(ops::attention_softmax_backward(g, ref, 0.3), ops::attention_softmax_backward(on_gpu(g), got, 0.3),
+                       "attention_softmax_backward " + what);
+        }
+}
+
+TEST_CASE("cuda: AdamW steps agree with the CPU") {
+  for (DType dt : {DType::Float32, DType::Complex64, DType::Float64}) {
+    Tensor pc = rnd({37, 5}, dt).requires_grad_(), pg = on_gpu(pc.detach()).requires_grad_();
+    nn::AdamW oc({{{{"p", pc}}, 0.1, 1.0}}, {1e-2, 0.9, 0.95, 1e-8});
+    nn::AdamW og({{{{"p", pg}}, 0.1, 1.0}}, {1e-2, 0.9, 0.95, 1e-8});
+    for (int step = 0; step < 5; ++step) {
+      const Tensor g = rnd({37, 5}, dt);
+      pc.set_grad(g);
+      pg.set_grad(on_gpu(g));
+      oc.step();
+      og.step();
+    }
+    expect_close(pc.detach(), pg.detach(), 1e-6, 1e-5, std::string("AdamW param ") + dtype_name(dt));
+    expect_close(oc.state().at("exp_avg_sq.p"), og.state().at("exp_avg_sq.p"), 1e-7, 1e-5, std::string("AdamW exp_avg_sq ") + dtype_name(dt));
+  }
+}
+
+// ---------------------------------------------------------------- autograd
+
+TEST_CASE("cuda: forward and backward through autograd agree with the CPU, real and complex") {
+  using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+  struct Case {
+    const char* name;
+    std::vector<Tensor> inputs;
+    Fn f;
+  };
+  const std::vector<Case> cases = {
+      {"complex elementwise chain",
+       {rnd({4, 5}, DType::Complex64), rnd({5}, DType::Float32)},
+       [](const std::vector<Tensor>& v) { return sum(abs(exp(v[0] * 0.3) * conj(v[0]) + v[1]) + real(v[0] * v[0])); }},
+      {"angle, polar, sqrt",
+       {rnd({3, 4}, DType::Complex128), rnd({3, 4}, DType::Float64, 0.5, 2)},
+       [](const std::vector<Tensor>& v) { return sum(real(polar(sqrt(v[1]), angle(v[0]) * 2.0)) * abs(v[0])); }},
+      {"matmul with conjugate transpose and softmax",
+       {rnd({2, 3, 4}, DType::Complex64), rnd({5, 4}, DType::Complex64)},
+       [](const std::vector<Tensor>& v) {
+         const Tensor m = abs(matmul(v[0], v[1], MatOp::None, MatOp::ConjTranspose));
+         return sum(softmax(m, -1) * m);
+       }},
+      {"reductions, broadcasting, logsumexp",
+       {rnd({3, 1, 5}, DType::Float32), rnd({4, 5}, DType::Float32)},
+       [](const std::vector<Tensor>& v) { return mean(logsumexp(v[0] * v[1] - square(v[1]), 1)) + sum(maximum(v[0], v[1])); }},
+      {"embedding and gather",
+       {rnd({10, 6}, DType::Float32)},
+       [](const std::vector<Tensor>& v) {
+         const Tensor ids = ops::to_device(from_vector<int64_t>({1, 3, 3, 9, 0, 1}, {2, 3}), v[0].device());
+         const Tensor e = embedding(v[0], ids);
+         const Tensor idx = ops::to_device(from_vector<int64_t>({0, 5, 5, 2, 1, 1, 0, 0, 3, 3, 4, 4}, {6, 2}), v[0].device());
+         return sum(gather(reshape(e, {6, 6}), 1, idx) * 2.0) + sum(square(e));
+       }},
+      {"fused ops: rms_norm, cmha_rotate, attention_softmax, cross_entropy",
+       {rnd({2, 6, 8}, DType::Float32), rnd({8}, DType::Float32), rnd({2, 2}, DType::Float32, 0.5, 1.5), rnd({2, 2}, DType::Float32, -0.3, 0.3),
+        rnd({2}, DType::Float32, 0.5, 1.5)},
+       [](const std::vector<Tensor>& v) {
+         const Tensor x = rms_norm(v[0], v[1], 1e-5);
+         const Tensor z = view_as_complex(reshape(x, {2, 6, 2, 2, 2}));
+         const Tensor q = reshape(view_as_real(cmha_rotate(z, v[2], v[3], v[4], 0, 10000.0)), {2, 6, 2, 4});
+         const Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(q, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
+         const Tensor p = attention_softmax(s, 0.5, 0);
+         const Tensor logits = reshape(p, {24, 6});
+         const Tensor targets = ops::to_device(from_vector<int64_t>({0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}), v[0].device());
+         return cross_entropy(logits * 4.0, targets);
+       }},
+  };
+  for (const Case& c : cases) {
+    std::vector<Tensor> cpu_in, gpu_in;
+    for (const Tensor& t : c.inputs) {
+      cpu_in.push_back(t.detach().requires_grad_());
+      gpu_in.push_back(on_gpu(t).requires_grad_());
+    }
+    const Tensor lc = c.f(cpu_in), lg = c.f(gpu_in);
+    expect_close(lc.detach(), lg.detach(), 1e-5, 1e-4, std::string(c.name) + ": value");
+    lc.backward();
+    lg.backward();
+    for (size_t i = 0; i < cpu_in.size(); ++i) {
+      REQUIRE(gpu_in[i].grad().defined());
+      CHECK(gpu_in[i].grad().device() == G);
+      expect_close(cpu_in[i].grad(), gpu_in[i].grad(), 1e-4, 1e-4, std::string(c.name) + ": grad of input " + std::to_string(i));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the model
+
+TEST_CASE("cuda: a training step of the model matches the CPU, for every position variant") {
+  for (const char* position : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"}) {
+    ModelConfig cfg;
+    cfg.position = position;
+    cfg.d_model = 32;
+    cfg.n_layers = 2;
+    cfg.n_heads = 4;
+    cfg.d_ff = 48;
+    cfg.max_seq_len = 32;
+    CausalLM cpu_model(cfg, 7), gpu_model(cfg, 7);
+    gpu_model.to(G);
+    CHECK(gpu_model.device() == G);
+    for (const auto& [name, p] : gpu_model.named_parameters()) CHECK_MESSAGE(p.device() == G, name);
+    const Tensor tokens = ops::to(rnd({3, 16}, DType::Float64, 0, 255.99), DType::Int64);
+    const Tensor targets = ops::to(rnd({3, 16}, DType::Float64, 0, 255.99), DType::Int64);
+    auto make = [&](CausalLM& m) {
+      return nn::AdamW({{m.decayed_parameters(), 0.1, 1.0}, {m.undecayed_parameters(), 0.0, 1.0}}, {3e-3, 0.9, 0.95, 1e-8});
+    };
+    nn::AdamW oc = make(cpu_model), og = make(gpu_model);
+    for (int step = 0; step < 2; ++step) {
+      const Tensor lc = cpu_model.loss(tokens, targets), lg = gpu_model.loss(tokens, targets);  // CPU tokens are copied over
+      CHECK(lg.device() == G);
+      expect_close(lc.detach(), lg.detach(), 1e-5, 1e-5, std::string(position) + ": loss at step " + std::to_string(step));
+      oc.zero_grad();
+      og.zero_grad();
+      lc.backward();
+      lg.backward();
+      const auto pc = cpu_model.named_parameters(), pg = gpu_model.named_parameters();
+      for (size_t i = 0; i < pc.size(); ++i) {
+        REQUIRE(pg[i].second.grad().defined());
+        expect_close(pc[i].second.grad(), pg[i].second.grad(), 2e-5, 2e-3, std::string(position) + ": grad of " + pc[i].first);
+      }
+      oc.step();
+      og.step();
+    }
+    const auto pc = cpu_model.named_parameters(), pg = gpu_model.named_parameters();
+    for (size_t i = 0; i < pc.size(); ++i)
+      expect_mostly_close(pc[i].second.detach(), pg[i].second.detach(), 1e-5, 1e-3, 0.002,
+                          std::string(position) + ": parameter after 2 steps " + pc[i].first);
+    {
+      NoGradGuard no_grad;
+      expect_close(cpu_model.loss(tokens, targets), gpu_model.loss(tokens, targets), 1e-4, 1e-4, std::string(position) + ": loss after 2 steps");
+      // Cached generation on the GPU gives the logits of a full forward pass.
+      KVCache cache = gpu_model.make_cache(1, 12);
+      CHECK(cache.layers.front().keys.device() == G);
+      const Tensor prompt = ops::narrow(tokens, 0, 0, 1);
+      gpu_model.forward(ops::narrow(prompt, 1, 0, 8), &cache);
+      const Tensor next = gpu_model.forward(ops::narrow(prompt, 1, 8, 4), &cache);
+      const Tensor full = gpu_model.forward(ops::narrow(prompt, 1, 0, 12));
+      expect_close(to_cpu(ops::narrow(full, 1, 8, 4)), next, 1e-4, 1e-4, std::string(position) + ": cached generation");
+    }
+  }
+}
+
+TEST_CASE("cuda: summary") { MESSAGE("cross-backend comparisons made: ", checks_done); }
