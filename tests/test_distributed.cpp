@@ -1,0 +1,365 @@
+// Data-parallel `phasor train` under mpirun (docs/distributed.md): two ranks of
+// --batch B train the same parameters as one process of --batch 2B; rank 0
+// alone writes files; a rank that dies or hangs takes the job down with a clear
+// error within the timeout; checkpoints of a 2-rank run resume with 2 ranks
+// (only), and load in a single-process `phasor eval`. Every case skips with a
+// message when mpirun or the MPI transport is missing.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/distributed.h"
+#include "nn/checkpoint.h"
+#include "phasor.h"
+
+using namespace phasor;
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+fs::path scratch() {
+#ifdef PHASOR_TEST_TMP
+  static const fs::path root = fs::path(PHASOR_TEST_TMP) / ("distributed_" + std::to_string(::getpid()));
+#else
+  static const fs::path root = fs::temp_directory_path() / ("phasor_distributed_" + std::to_string(::getpid()));
+#endif
+  static bool made = [] {
+    fs::remove_all(root);
+    fs::create_directories(root);
+    return true;
+  }();
+  (void)made;
+  return root;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = scratch() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d / "run";
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+std::string quote(const fs::path& p) { return quote(p.string()); }
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in.good()) return "";
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct Cli {
+  int status = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+// Runs a shell command (under `timeout`, so a hang fails the test instead of
+// stalling it), capturing stdout and stderr separately.
+Cli shell(const std::string& command, int timeout_s = 180) {
+  static int counter = 0;
+  const fs::path o = scratch() / ("stdout." + std::to_string(counter)), e = scratch() / ("stderr." + std::to_string(counter));
+  ++counter;
+  const std::string cmd = "timeout -k 5 " + std::to_string(timeout_s) + " " + command + " > " + quote(o) + " 2> " + quote(e) + " < /dev/null";
+  const auto start = std::chrono::steady_clock::now();
+  const int rc = std::system(cmd.c_str());
+  Cli r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.status = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
+  r.out = read_bytes(o);
+  r.err = read_bytes(e);
+  return r;
+}
+
+const std::string& cli_path() {
+  static const std::string p = quote(std::string(PHASOR_CLI_PATH));
+  return p;
+}
+
+Cli phasor_cli(const std::string& args) { return shell(cli_path() + " " + args); }
+
+// `phasor <args>` as `ranks` MPI processes; `env` is exported to every rank.
+Cli mpirun(int ranks, const std::string& args, const std::string& env = "", int timeout_s = 180) {
+  // OpenMPI's own allocations at exit are not ours to fix: no leak report in sanitizer builds.
+  std::string cmd = "mpirun -np " + std::to_string(ranks) + " --oversubscribe --allow-run-as-root --bind-to none -x ASAN_OPTIONS=detect_leaks=0";
+  if (!env.empty()) cmd += " -x " + env;
+  return shell(cmd + " " + cli_path() + " " + args, timeout_s);
+}
+
+// Why the MPI tests cannot run here ("" when they can).
+std::string skip_reason() {
+  const std::vector<std::string> t = built_transports();
+  if (std::find(t.begin(), t.end(), "mpi") == t.end())
+    return "phasor was built without MPI (install libopenmpi-dev, re-run cmake): distributed tests skipped";
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) return "mpirun is not on PATH: distributed tests skipped";
+  return "";
+}
+
+#define SKIP_WITHOUT_MPI()                        \
+  do {                                            \
+    const std::string why = skip_reason();        \
+    if (!why.empty()) {                           \
+      MESSAGE(why);                               \
+      return;                                     \
+    }                                             \
+  } while (0)
+
+// A few KB of text, deterministic.
+const fs::path& data_file() {
+  static const fs::path p = [] {
+    std::string text;
+    for (int i = 0; text.size() < 8192; ++i)
+      text += "Verse " + std::to_string(i) + ". And the " + (i % 3 ? "light" : "water") + " was divided from the " +
+              (i % 2 ? "darkness" : "firmament") + ", " + std::to_string(i * 37 % 101) + " times over.\n";
+    const fs::path f = scratch() / "data.txt";
+    std::ofstream(f, std::ios::binary) << text;
+    return f;
+  }();
+  return p;
+}
+
+// The tiny model of every run; `batch` is per rank.
+std::string train_args(const fs::path& run_dir, int batch, const std::string& extra) {
+  return "train --d-model 32 --n-layers 1 --n-heads 2 --d-ff 64 --seq-len 32 --threads 1 --log-every 1 --eval-windows 2"
+         " --seed 5 --warmup 8 --batch " + std::to_string(batch) + " --data " + quote(data_file()) + " --run-dir " + quote(run_dir) +
+         " " + extra;
+}
+
+fs::path latest_folder(const fs::path& run_dir) {
+  std::string name = read_bytes(run_dir / "latest");
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  REQUIRE_MESSAGE(!name.empty(), run_dir);
+  return run_dir / name;
+}
+
+std::vector<Json> log_lines(const fs::path& run_dir) {
+  std::vector<Json> lines;
+  std::ifstream in(run_dir / "log.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(Json::parse(line));
+  return lines;
+}
+
+// The largest |a - b| / (atol + rtol |a|) over every tensor of two safetensors files.
+double worst_difference(const fs::path& a, const fs::path& b, double atol, double rtol) {
+  const nn::StateDict ta = nn::load_tensors(a.string()), tb = nn::load_tensors(b.string());
+  REQUIRE(ta.size() == tb.size());
+  REQUIRE(!ta.empty());
+  double worst = 0;
+  for (const auto& [name, t] : ta) {
+    CAPTURE(name);
+    REQUIRE(tb.count(name) == 1);
+    REQUIRE(t.shape() == tb.at(name).shape());
+    const std::vector<double> x = t.is_complex() ? view_as_real(t).to_vector<double>() : t.to_vector<double>();
+    const std::vector<double> y = t.is_complex() ? view_as_real(tb.at(name)).to_vector<double>() : tb.at(name).to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]) / (atol + rtol * std::abs(x[i])));
+  }
+  return worst;
+}
+
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  const std::string x = read_bytes(a);
+  return !x.empty() && x == read_bytes(b);
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("2 ranks of --batch 2 train the parameters of 1 process of --batch 4, to float32 rounding") {
+  SKIP_WITHOUT_MPI();
+  const fs::path one = fresh_dir("one"), two = fresh_dir("two");
+  const std::string common = "--steps 6 --eval-every 3";
+  const Cli a = phasor_cli(train_args(one, 4, common));
+  REQUIRE_MESSAGE(a.status == 0, a.err);
+  const Cli b = mpirun(2, train_args(two, 2, common));
+  REQUIRE_MESSAGE(b.status == 0, b.out, b.err);
+
+  // Rank 0 alone prints and writes: one summary line, one log line per step.
+  CHECK_MESSAGE(count_of(b.out, "trained 6 steps") == 1, b.out);
+  const std::vector<Json> la = log_lines(one), lb = log_lines(two);
+  REQUIRE(la.size() == lb.size());  // a second writer would have doubled the log
+  for (size_t i = 0; i < la.size(); ++i) {
+    CAPTURE(lb[i].dump());
+    CHECK(la[i]["step"] == lb[i]["step"]);
+    for (const char* key : {"loss", "val_loss", "grad_norm"})
+      if (la[i].contains(key)) CHECK(lb[i][key].get<double>() == doctest::Approx(la[i][key].get<double>()).epsilon(1e-5));
+  }
+  // The global batch (tokens/s counts every rank's rows) matches.
+  const fs::path ca = latest_folder(one), cb = latest_folder(two);
+  CHECK(ca.filename() == "ckpt-00000006");
+  CHECK(cb.filename() == "ckpt-00000006");
+  const double worst = worst_difference(ca / "model.safetensors", cb / "model.safetensors", 1e-6, 1e-4);
+  MESSAGE("largest parameter difference, in units of 1e-6 + 1e-4 |p|: ", worst);
+  CHECK(worst <= 1.0);
+  const Json state = Json::parse(read_bytes(cb / "state.json"));
+  CHECK(state["world_size"] == 2);
+}
+
+TEST_CASE("checkpoints of a 2-rank run resume exactly with 2 ranks, refuse 1, and load in a single-process eval") {
+  SKIP_WITHOUT_MPI();
+  const fs::path whole = fresh_dir("whole"), split = fresh_dir("split");
+  const Cli w = mpirun(2, train_args(whole, 2, "--steps 8"));
+  REQUIRE_MESSAGE(w.status == 0, w.err);
+  const Cli s1 = mpirun(2, train_args(split, 2, "--steps 4"));
+  REQUIRE_MESSAGE(s1.status == 0, s1.err);
+  CHECK(latest_folder(split).filename() == "ckpt-00000004");
+
+  // A different number of ranks is refused, leaving the run as it was.
+  const Cli single = phasor_cli("train --resume " + quote(split) + " --steps 8");
+  CHECK(single.status != 0);
+  CHECK_MESSAGE(single.err.find("trained by 2 process") != std::string::npos, single.err);
+  CHECK_MESSAGE(count_of(single.err, "\n") == 1, single.err);
+  CHECK(latest_folder(split).filename() == "ckpt-00000004");
+
+  const Cli s2 = mpirun(2, "train --resume " + quote(split) + " --steps 8 --dist-timeout 60");  // how to run may change
+  REQUIRE_MESSAGE(s2.status == 0, s2.err);
+  CHECK_MESSAGE(count_of(s2.out, "trained 8 steps") == 1, s2.out);
+  const fs::path fw = latest_folder(whole), fs_ = latest_folder(split);
+  CHECK(fw.filename() == "ckpt-00000008");
+  CHECK(fs_.filename() == "ckpt-00000008");
+  CHECK(same_bytes(fw / "model.safetensors", fs_ / "model.safetensors"));
+  CHECK(same_bytes(fw / "optimizer.safetensors", fs_ / "optimizer.safetensors"));
+
+  const Cli e = phasor_cli("eval --checkpoint " + quote(fs_ / "model.safetensors") + " --data " + quote(split / "validation.txt") +
+                           " --seq-len 32 --json");
+  REQUIRE_MESSAGE(e.status == 0, e.err);
+  const Json r = Json::parse(e.out);
+  CHECK(std::isfinite(r["loss"].get<double>()));
+  CHECK(r["loss"].get<double>() < std::log(256.0));
+}
+
+TEST_CASE("a rank that exits abruptly takes the job down, non-zero, instead of leaving the other waiting") {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = fresh_dir("dies");
+  const Cli r = mpirun(2, train_args(dir, 2, "--steps 50 --dist-timeout 5"), "PHASOR_TEST_FAULT=1:2:exit", 120);
+  CHECK(r.status != 0);
+  CHECK(r.status != 124);  // not our `timeout`: the job ended by itself
+  CHECK_MESSAGE(r.seconds < 60, r.seconds);
+  CHECK_MESSAGE(r.err.find("rank 1 exit at step 2") != std::string::npos, r.err);
+  CHECK(!fs::exists(dir / "latest"));  // no step past 2 completed, so no checkpoint
+}
+
+TEST_CASE("a rank that hangs: the other times out with a clear error and aborts the job within the timeout") {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = fresh_dir("hangs");
+  const Cli r = mpirun(2, train_args(dir, 2, "--steps 50 --dist-timeout 3"), "PHASOR_TEST_FAULT=1:2:hang", 120);
+  CHECK(r.status != 0);
+  CHECK(r.status != 124);
+  CHECK_MESSAGE(r.seconds < 60, r.seconds);
+  CHECK_MESSAGE(r.err.find("phasor: rank 0 of 2: distributed: all_reduce_sum at step 2 waited") != std::string::npos, r.err);
+  CHECK_MESSAGE(r.err.find("another rank died or hung") != std::string::npos, r.err);
+}
+
+TEST_CASE("--distributed nccl on CPU tensors, or where it is not built, is one clear error") {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = fresh_dir("nccl");
+  const Cli r = mpirun(2, train_args(dir, 2, "--steps 3 --distributed nccl --dist-timeout 20"));
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(r.seconds < 60, r.seconds);
+  const std::vector<std::string> t = built_transports();
+  const bool built = std::find(t.begin(), t.end(), "nccl") != t.end();
+  CHECK_MESSAGE(r.err.find(built ? "the nccl transport averages GPU gradients, but a gradient is on cpu"
+                                 : "--distributed nccl is not built into this phasor") != std::string::npos,
+                r.err);
+}
+
+TEST_CASE("without a launcher, phasor train is one process whatever --distributed auto finds") {
+  // Needs no MPI: the single-process path is the default and stays unchanged.
+  const fs::path dir = fresh_dir("single");
+  const Cli r = phasor_cli(train_args(dir, 2, "--steps 2 --distributed auto"));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(Json::parse(read_bytes(latest_folder(dir) / "state.json"))["world_size"] == 1);
+  const Cli bad = phasor_cli(train_args(fresh_dir("bad"), 2, "--steps 2 --distributed carrier-pigeon"));
+  CHECK(bad.status != 0);
+  CHECK(bad.err.find("--distributed") != std::string::npos);
+}
+
+// The NCCL transport on GPU buffers. The test re-runs itself under mpirun with
+// PHASOR_NCCL_CHILD=1, one rank per GPU (PHASOR_NCCL_RANKS, default 1: one GPU
+// is all a test machine is sure to have; NCCL refuses two ranks on one GPU).
+// Each rank fills its gradients with (rank + 1) * pattern: the mean is
+// (K + 1) / 2 * pattern. Tiny buckets make every gradient span several of them.
+TEST_CASE("nccl: GPU gradients (float, complex, float64, strided) are averaged over the ranks") {
+  const bool child = std::getenv("PHASOR_NCCL_CHILD") != nullptr;
+  if (!child) {
+    const std::vector<std::string> t = built_transports();
+    if (std::find(t.begin(), t.end(), "nccl") == t.end()) {
+      MESSAGE("the NCCL transport is not built (needs MPI, CUDA and NCCL): skipped");
+      return;
+    }
+    SKIP_WITHOUT_MPI();
+    try {
+      (void)ops::to_device(zeros({1}), cuda(0));
+    } catch (const std::exception& e) {
+      const std::string why = std::string("no usable GPU (") + e.what() + "): nccl test skipped";
+      MESSAGE(why);
+      return;
+    }
+    const char* n = std::getenv("PHASOR_NCCL_RANKS");
+    const std::string ranks = n != nullptr && *n != '\0' ? n : "1";
+    const std::string self = fs::read_symlink("/proc/self/exe").string();
+    const Cli r = shell("mpirun -np " + ranks + " --oversubscribe --allow-run-as-root --bind-to none -x PHASOR_NCCL_CHILD=1 " +
+                        quote(self) + " '--test-case=nccl:*'");
+    CHECK_MESSAGE(r.status == 0, r.out, r.err);
+    CHECK_MESSAGE(r.out.find("Status: SUCCESS") != std::string::npos, r.out, r.err);
+    MESSAGE("nccl under mpirun -np ", ranks, ": ", r.out.substr(r.out.find("[doctest] test cases")));
+    return;
+  }
+  Communicator& comm = init_distributed({"nccl", 60.0});  // before any CUDA call: it picks this rank's GPU
+  REQUIRE(std::string(comm.transport()) == "nccl");
+  comm.set_bucket_bytes(24);
+  const double k = comm.world_size(), scale = comm.rank() + 1.0, mean = (k + 1.0) / 2.0;
+  std::vector<float> f(15);
+  std::vector<double> d(7);
+  std::vector<c64> c(4);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = 0.25f * static_cast<float>(i) - 1.0f;
+  for (size_t i = 0; i < d.size(); ++i) d[i] = 1.0 / (1.0 + static_cast<double>(i));
+  for (size_t i = 0; i < c.size(); ++i) c[i] = c64(static_cast<float>(i), -2.0f * static_cast<float>(i));
+  const Device gpu = cuda(0);
+  auto scaled = [&](auto values) {
+    for (auto& v : values) v *= static_cast<typename real_of_t<std::decay_t<decltype(v)>>::type>(scale);
+    return values;
+  };
+  const Tensor gf = from_vector(scaled(f), {3, 5}).to(gpu);
+  const Tensor gd = from_vector(scaled(d)).to(gpu);
+  const Tensor gc = from_vector(scaled(c)).to(gpu);
+  const Tensor base = from_vector(scaled(f), {3, 5}).to(gpu);
+  const Tensor strided = base.transpose(0, 1);  // [5, 3], not contiguous
+  REQUIRE(!strided.is_contiguous());
+  comm.all_reduce_mean({gf, gd, gc, strided});
+  const std::vector<double> rf = gf.to(kCPU).to_vector<double>(), rd = gd.to(kCPU).to_vector<double>();
+  const std::vector<double> rc = view_as_real(gc.to(kCPU)).to_vector<double>();
+  const std::vector<double> rs = base.to(kCPU).to_vector<double>();
+  for (size_t i = 0; i < f.size(); ++i) CHECK(rf[i] == doctest::Approx(mean * f[i]).epsilon(1e-6));
+  for (size_t i = 0; i < f.size(); ++i) CHECK(rs[i] == doctest::Approx(mean * f[i]).epsilon(1e-6));
+  for (size_t i = 0; i < d.size(); ++i) CHECK(rd[i] == doctest::Approx(mean * d[i]).epsilon(1e-12));
+  for (size_t i = 0; i < c.size(); ++i) {
+    CHECK(rc[2 * i] == doctest::Approx(mean * c[i].real()).epsilon(1e-6));
+    CHECK(rc[2 * i + 1] == doctest::Approx(mean * c[i].imag()).epsilon(1e-6));
+  }
+  finalize_distributed();
+}
