@@ -24,6 +24,17 @@ void ModelConfig::validate() const {
   PHASOR_CHECK(norm_eps > 0.0, "config: norm_eps must be positive, got ", norm_eps);
   PHASOR_CHECK(xpos_scale_base > 0.0, "config: xpos_scale_base must be positive, got ", xpos_scale_base);
   PHASOR_CHECK(cmha_init == "rope" || cmha_init == "paper", "config: cmha_init must be 'rope' or 'paper', got '", cmha_init, "'");
+  // Bounds what a config (a flag, a config file, a checkpoint's metadata) can ask
+  // for before anything is allocated: a hostile or mistyped size is refused here
+  // rather than by the allocator, or after hours of building layers. (In double:
+  // the exact count of a hostile config overflows 64 bits.)
+  const double D = static_cast<double>(d_model), F = static_cast<double>(d_ff);
+  const double parameters = static_cast<double>(vocab_size) * D * (tie_embeddings ? 1 : 2) +
+                            static_cast<double>(n_layers) * (4 * D * D + 3 * D * F + 2 * D) + D +
+                            (position == "learned" ? static_cast<double>(max_seq_len) * D : 0.0);
+  constexpr double kMaxParameters = 2147483648.0;  // 2^31: 8 GiB of float32 weights, 24 GiB with AdamW's state
+  PHASOR_CHECK(parameters <= kMaxParameters, "config: vocab_size ", vocab_size, ", d_model ", d_model, ", n_layers ",
+               n_layers, ", d_ff ", d_ff, " make about ", parameters, " parameters, more than the limit of 2^31");
 }
 
 nlohmann::json to_json(const ModelConfig& c) {

@@ -20,7 +20,7 @@ EvalResult evaluate(const CausalLM& model, const std::vector<int64_t>& tokens, i
     const Tensor inputs = from_vector(b.inputs, {b.batch, b.seq_len});
     const Tensor targets = from_vector(b.targets, {b.batch * b.seq_len});
     const Tensor logits = model.forward(inputs);
-    total += cross_entropy(reshape(logits, {-1, model.config().vocab_size}), targets, -100, false).item<double>();
+    total += cross_entropy(reshape(logits, {-1, model.config().vocab_size}), ops::to_device(targets, logits.device()), -100, false).item<double>();
   }
   EvalResult r;
   r.tokens = windows.predictions();
@@ -56,6 +56,13 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
                               const std::function<void(int64_t)>& on_token) {
   PHASOR_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
   PHASOR_CHECK(options.tokens >= 0, "generate: --tokens must be non-negative, got ", options.tokens);
+  PHASOR_CHECK(std::isfinite(options.temperature) && options.temperature >= 0,
+               "generate: --temperature must be a finite number >= 0, got ", options.temperature);
+  // The KV cache holds every position: bound it (and keep the sum below from overflowing).
+  constexpr int64_t kMaxPositions = int64_t{1} << 24;
+  PHASOR_CHECK(options.tokens <= kMaxPositions && static_cast<int64_t>(prompt.size()) <= kMaxPositions - options.tokens,
+               "generate: a prompt of ", prompt.size(), " tokens plus --tokens ", options.tokens,
+               " is more than the limit of 2^24 positions");
   NoGradGuard no_grad;
   const int64_t total = static_cast<int64_t>(prompt.size()) + options.tokens;
   KVCache cache = model.make_cache(1, total);

@@ -1,6 +1,9 @@
 // The `phasor` command line: train, eval, generate, plot, info.
 // Every failure ends with one line on stderr and a non-zero exit status.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -9,6 +12,7 @@
 
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
+#include "models/distributed.h"
 #include "models/evaluate.h"
 #include "models/model_io.h"
 #include "models/plot.h"
@@ -17,6 +21,23 @@
 using namespace phasor;
 
 namespace {
+
+// An error message as one line: names and values from the command line or from
+// files may hold newlines or other control bytes, which are written as \xNN.
+std::string one_line(const char* message) {
+  std::string out;
+  for (const char* p = message; *p; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  return out;
+}
 
 // Model and optimizer flags of `phasor train`; each overrides the config file.
 void add_train_flags(CLI::App* cmd, TrainOptions& o) {
@@ -53,10 +74,12 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--ckpt-every", o.ckpt_every);
   cmd->add_option("--max-bad-steps", o.max_bad_steps);
   cmd->add_option("--threads", o.threads);
+  cmd->add_option("--device", o.device, "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)");
   cmd->add_flag("--log-heads", o.log_heads, "record per-head delta / phase_bias / beta statistics");
 }
 
 TrainOptions options_from_file(const std::string& path) {
+  PHASOR_CHECK(!std::filesystem::is_directory(path), "config file '", path, "' is a folder");
   std::ifstream in(path);
   PHASOR_CHECK(in.good(), "config file '", path, "' cannot be read");
   nlohmann::json j;
@@ -66,6 +89,23 @@ TrainOptions options_from_file(const std::string& path) {
     fail("config file '", path, "' is not valid JSON (", e.what(), ")");
   }
   return train_options_from_json(j);
+}
+
+// CLI11 clamps an integer beyond 64 bits to the nearest bound (a typo of 20
+// digits would ask for 2^63-1 steps); every integer flag refuses one instead.
+void refuse_out_of_range_integers(CLI::App& app) {
+  const CLI::Validator in_range(
+      [](std::string& value) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        if (!value.empty() && value[0] == '-') (void)std::strtoll(value.c_str(), &end, 0);
+        else (void)std::strtoull(value.c_str(), &end, 0);
+        return errno == ERANGE ? "value " + value + " is out of the 64-bit integer range" : std::string();
+      },
+      "");
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+    for (CLI::Option* option : command->get_options())
+      if (option->get_type_name() == "INT" || option->get_type_name() == "UINT") option->check(in_range);
 }
 
 std::vector<int64_t> encode_prompt(const std::string& text, int64_t vocab) {
@@ -97,7 +137,7 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "train" && !config_argument(argc, argv).empty())
       train_opts = options_from_file(config_argument(argc, argv));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "phasor: %s\n", e.what());
+    std::fprintf(stderr, "phasor: %s\n", one_line(e.what()).c_str());
     return 1;
   }
   std::string config_file, resume_dir;
@@ -105,6 +145,11 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--config", config_file, "JSON file of options (flags override it)");
   train_cmd->add_option("--resume", resume_dir, "continue the run in this folder exactly where it stopped");
   add_train_flags(train_cmd, train_opts);
+  DistributedOptions dist;  // data parallelism across processes (docs/distributed.md)
+  train_cmd->add_option("--distributed", dist.mode, "auto (MPI when mpirun/srun started several processes), off, mpi or nccl")
+      ->check(CLI::IsMember({"auto", "off", "mpi", "nccl"}));
+  train_cmd->add_option("--dist-timeout", dist.timeout_s, "seconds a rank waits for the others in a collective before aborting the job")
+      ->check(CLI::PositiveNumber);
 
   // eval
   std::string checkpoint, data;
@@ -141,22 +186,32 @@ int main(int argc, char** argv) {
   info_cmd->add_option("checkpoint", checkpoint)->required();
 
   try {
+    refuse_out_of_range_integers(app);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "phasor: %s (see phasor --help)\n", e.what());
+    std::fprintf(stderr, "phasor: %s (see phasor --help)\n", one_line(e.what()).c_str());
     return 2;
   }
 
   try {
     if (*train_cmd) {
+      init_distributed(dist);
+      if (!resume_dir.empty())  // a resumed run is the checkpoint's run: only its length may change
+        for (const CLI::Option* opt : train_cmd->get_options())
+          PHASOR_CHECK(opt->count() == 0 || opt->get_name() == "--resume" || opt->get_name() == "--steps" ||
+                           opt->get_name() == "--distributed" || opt->get_name() == "--dist-timeout",  // how to run, not what
+                       "train: ", opt->get_name(),
+                       " cannot be combined with --resume (the run continues with its own options; only --steps may change)");
       const TrainSummary s = resume_dir.empty() ? train(train_opts)
                                                  : resume(resume_dir, train_cmd->count("--steps") ? train_opts.steps : 0);
-      std::printf("trained %ld steps: loss %.4f, validation loss %.4f, %.0f tokens/s%s\n", static_cast<long>(s.steps_done),
-                  s.final_loss, s.final_val_loss, s.tokens_per_second, s.interrupted ? " (interrupted; checkpoint saved)" : "");
+      if (world().is_root())
+        std::printf("trained %ld steps: loss %.4f, validation loss %.4f, %.0f tokens/s%s\n", static_cast<long>(s.steps_done),
+                    s.final_loss, s.final_val_loss, s.tokens_per_second, s.interrupted ? " (interrupted; checkpoint saved)" : "");
+      finalize_distributed();
       return s.interrupted ? 130 : 0;
     }
     if (*eval_cmd) {
@@ -176,11 +231,18 @@ int main(int argc, char** argv) {
     if (*gen_cmd) {
       const auto model = load_model(checkpoint);
       const std::vector<int64_t> ids = encode_prompt(prompt, model->config().vocab_size);
-      std::fputs(prompt.c_str(), stdout);
-      generate(*model, ids, sample, [](int64_t t) {
+      // The prompt is echoed once generation has started, so a refusal prints nothing on stdout.
+      bool echoed = false;
+      const auto echo_prompt = [&] {
+        if (!echoed) std::fputs(prompt.c_str(), stdout);
+        echoed = true;
+      };
+      generate(*model, ids, sample, [&](int64_t t) {
+        echo_prompt();
         std::fputc(static_cast<int>(t), stdout);
         std::fflush(stdout);
       });
+      echo_prompt();
       std::fputc('\n', stdout);
       return 0;
     }
@@ -195,7 +257,11 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "phasor: %s\n", e.what());
+    if (world().world_size() > 1) {  // one rank failing takes the whole job down, rather than leaving the others waiting
+      std::fprintf(stderr, "phasor: rank %d of %d: %s\n", world().rank(), world().world_size(), one_line(e.what()).c_str());
+      world().abort(1);
+    }
+    std::fprintf(stderr, "phasor: %s\n", one_line(e.what()).c_str());
     return 1;
   }
   return 0;

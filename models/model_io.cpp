@@ -1,5 +1,8 @@
 #include "models/model_io.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.h"
@@ -45,8 +48,12 @@ std::unique_ptr<CausalLM> load_model(const std::string& path) {
   std::map<std::string, std::string> metadata;
   const nn::StateDict state = nn::load_tensors(path, &metadata);
   auto model = std::make_unique<CausalLM>(config_from_metadata(metadata, path));
-  for (const auto& [name, t] : state)
+  for (const auto& [name, t] : state) {
     PHASOR_CHECK(t.dtype() == DType::Float32, path, ": tensor '", name, "' is ", t.dtype(), "; a Phasor model stores F32");
+    const float* values = t.data<float>();  // fresh from the file: contiguous, on the CPU
+    PHASOR_CHECK(std::all_of(values, values + t.numel(), [](float v) { return std::isfinite(v); }), path, ": tensor '", name,
+                 "' holds NaN or Inf values");
+  }
   try {
     model->load_state_dict(state);
   } catch (const Error& e) {

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -17,6 +18,7 @@
 #include "models/data/corpus.h"
 #include "models/data/dataset.h"
 #include "models/data/tokenizer.h"
+#include "models/distributed.h"
 #include "models/evaluate.h"
 #include "models/model_io.h"
 #include "nn/atomic_file.h"
@@ -35,7 +37,7 @@ nlohmann::json to_json(const TrainOptions& o) {
           {"warmup", o.warmup},         {"weight_decay", o.weight_decay}, {"beta1", o.beta1},     {"beta2", o.beta2},
           {"grad_clip", o.grad_clip},   {"seed", o.seed},           {"val_fraction", o.val_fraction}, {"eval_every", o.eval_every},
           {"eval_windows", o.eval_windows}, {"log_every", o.log_every}, {"ckpt_every", o.ckpt_every},
-          {"max_bad_steps", o.max_bad_steps}, {"threads", o.threads}, {"log_heads", o.log_heads}};
+          {"max_bad_steps", o.max_bad_steps}, {"threads", o.threads}, {"log_heads", o.log_heads}, {"device", o.device}};
 }
 
 namespace {
@@ -77,6 +79,7 @@ TrainOptions train_options_from_json(const nlohmann::json& j) {
     else if (key == "max_bad_steps") read_key(v, key, o.max_bad_steps);
     else if (key == "threads") read_key(v, key, o.threads);
     else if (key == "log_heads") read_key(v, key, o.log_heads);
+    else if (key == "device") read_key(v, key, o.device);
     else fail("config: unknown key '", key, "'");
   }
   return o;
@@ -85,6 +88,8 @@ TrainOptions train_options_from_json(const nlohmann::json& j) {
 void validate(const TrainOptions& o) {
   o.model.validate();
   PHASOR_CHECK(o.seq_len > 0 && o.batch > 0 && o.steps >= 0, "train: seq_len and batch must be positive and steps non-negative");
+  PHASOR_CHECK(o.batch <= (int64_t{1} << 31) / o.seq_len, "train: batch ", o.batch, " x seq_len ", o.seq_len,
+               " is more than 2^31 tokens per step");
   PHASOR_CHECK(o.model.position != "learned" || o.seq_len <= o.model.max_seq_len, "train: seq_len ", o.seq_len,
                " exceeds max_seq_len ", o.model.max_seq_len, " of a 'learned' position model");
   PHASOR_CHECK(o.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.lr, "train: need 0 <= min_lr <= lr and lr > 0 (lr ", o.lr, ", min_lr ", o.min_lr, ")");
@@ -95,11 +100,35 @@ void validate(const TrainOptions& o) {
                "train: log_every and max_bad_steps must be positive; eval_every, eval_windows and ckpt_every non-negative");
   PHASOR_CHECK(o.threads >= 0, "train: threads must be non-negative");
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
+  PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");
 }
 
 // ---------------------------------------------------------------- the run
 
 namespace {
+
+// Test hook for tests/test_faults.cpp, off unless the environment variable is
+// set: PHASOR_FAULT_NAN_AT_STEP="first[,count[,loss|inf|grad]]" gives steps
+// first .. first+count-1 (0-based) a NaN loss (loss, the default), an infinite
+// loss (inf) or a NaN in one gradient (grad), to exercise the skipping of bad steps.
+struct NanFault {
+  int64_t first = -1, count = 0;
+  std::string kind = "loss";
+  bool at(int64_t step) const { return first >= 0 && step >= first && step - first < count; }
+};
+
+NanFault nan_fault_from_environment() {
+  NanFault f;
+  const char* spec = std::getenv("PHASOR_FAULT_NAN_AT_STEP");
+  if (!spec || !*spec) return f;
+  long long first = -1, count = 1;
+  char kind[8] = "loss";
+  const int n = std::sscanf(spec, "%lld,%lld,%7s", &first, &count, kind);
+  f = {first, count, kind};
+  PHASOR_CHECK(n >= 1 && first >= 0 && count > 0 && (f.kind == "loss" || f.kind == "inf" || f.kind == "grad"),
+               "PHASOR_FAULT_NAN_AT_STEP must be first[,count[,loss|inf|grad]], got '", spec, "'");
+  return f;
+}
 
 std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted.store(true); }
@@ -117,6 +146,15 @@ void set_threads(int threads) {
   const int n = threads > 0 ? threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
+}
+
+Device device_of(const TrainOptions& o) { return o.device == "cpu" ? kCPU : cuda(0); }
+
+// Checkpoints hold CPU tensors, whatever device trained.
+nn::StateDict on_cpu(const nn::StateDict& state) {
+  nn::StateDict out;
+  for (const auto& [name, t] : state) out.emplace(name, to_cpu(t));
+  return out;
 }
 
 std::string format_duration(double seconds) {
@@ -145,41 +183,61 @@ struct Run {
                  " is smaller than the byte tokenizer's ", tokenizer.vocab_size());
     data = split_tokens(tokenizer.encode(load_text(o.data)), o.val_fraction, o.seq_len);
     model = std::make_unique<CausalLM>(o.model, o.seed);
+    if (device_of(o) != kCPU) model->to(device_of(o));  // before the optimizer, whose state follows the parameters
     optimizer = std::make_unique<nn::AdamW>(
         std::vector<nn::ParamGroup>{{model->decayed_parameters(), o.weight_decay, 1.0}, {model->undecayed_parameters(), 0.0, 1.0}},
         nn::AdamWOptions{o.lr, o.beta1, o.beta2, 1e-8});
-    sampler = std::make_unique<BatchSampler>(data.train, o.batch, o.seq_len, o.seed);
+    // --batch rows per rank: K ranks read disjoint shards of one global batch of K * batch rows.
+    sampler = std::make_unique<BatchSampler>(data.train, o.batch, o.seq_len, o.seed, world().rank(), world().world_size());
   }
 
   void open_log() {
+    if (!world().is_root()) return;  // rank 0 alone writes files
     log.open(options.run_dir + "/log.jsonl", std::ios::app);
     PHASOR_CHECK(log.good(), "train: cannot write ", options.run_dir, "/log.jsonl");
   }
   void write_log(const nlohmann::json& line) {
+    if (!log.is_open()) return;
     log << line.dump() << '\n';
     log.flush();
   }
 
   void save_checkpoint() {
+    if (!world().is_root()) return;  // every rank holds the same state; rank 0 saves it
     char name[32];
     std::snprintf(name, sizeof name, "ckpt-%08ld", static_cast<long>(step));
     const std::string dir = options.run_dir + "/" + name;
     nn::TrainingCheckpoint ckpt;
-    ckpt.model = model->state_dict();
+    ckpt.model = on_cpu(model->state_dict());
     ckpt.model_metadata = model_metadata(options.model);
-    ckpt.optimizer = optimizer->state();
+    ckpt.optimizer = on_cpu(optimizer->state());
     ckpt.state = {{"step", step},
                   {"optimizer_steps", optimizer->steps()},
                   {"sampler_seed", sampler->seed()},
                   {"sampler_offset", sampler->offset()},
                   {"skipped_steps", skipped},
+                  {"world_size", world().world_size()},
                   {"options", to_json(options)}};
-    nn::save_training_checkpoint(dir, ckpt);
-    // Only once the folder is complete does `latest` move to it.
-    write_file_atomic(options.run_dir + "/latest", std::string(name) + "\n");
+    // A folder of this name that `latest` never named is the remains of a save
+    // that failed or was killed: it is replaced, and so is one that fails now.
+    const auto remove_unfinished = [&] {
+      std::error_code ignored;
+      if (name != previous_checkpoint_ && latest_checkpoint(options.run_dir) != dir && fs::is_directory(dir, ignored))
+        fs::remove_all(dir, ignored);
+    };
+    remove_unfinished();
+    try {
+      nn::save_training_checkpoint(dir, ckpt);
+      // Only once the folder is complete does `latest` move to it.
+      write_file_atomic(options.run_dir + "/latest", std::string(name) + "\n");
+    } catch (...) {
+      remove_unfinished();
+      throw;
+    }
     for (const auto& entry : fs::directory_iterator(options.run_dir)) {  // keep this one and the one before
       const std::string n = entry.path().filename().string();
       if (n.starts_with("ckpt-") && n < name && n != previous_checkpoint_) fs::remove_all(entry.path());
+      if (n.find(".tmp.") != std::string::npos) fs::remove_all(entry.path());  // left by a killed process
     }
     previous_checkpoint_ = name;
   }
@@ -211,28 +269,43 @@ TrainSummary run_loop(Run& run) {
   TrainSummary summary;
   SigintScope sigint;
   interrupted.store(false);
-  const bool tty = isatty(STDERR_FILENO);
+  Communicator& comm = world();
+  const bool root = comm.is_root(), distributed = comm.world_size() > 1;
+  bool stop_agreed = false;  // distributed: every rank stops at the same step
+  const bool tty = root && isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
   auto window_start = start;
   int64_t window_tokens = 0, bad_in_a_row = 0, first_step = run.step;
   double last_loss = NAN, tokens_per_s = 0;
+  const NanFault fault = nan_fault_from_environment();
 
   while (run.step < o.steps) {
-    if (interrupted.load()) {
-      std::fprintf(stderr, "\ninterrupted: saving a checkpoint at step %ld\n", static_cast<long>(run.step));
+    if (distributed ? stop_agreed : interrupted.load()) {
+      if (root) std::fprintf(stderr, "\ninterrupted: saving a checkpoint at step %ld\n", static_cast<long>(run.step));
       run.save_checkpoint();
       summary.interrupted = true;
       break;
     }
+    test_fault_hook(run.step);
+    comm.set_step(run.step);
     const double lr = nn::warmup_cosine_lr(run.step, o.warmup, o.steps, o.lr, o.min_lr);
     run.optimizer->set_lr(lr);
     const Batch b = run.sampler->next();
     const Tensor loss = run.model->loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len}));
-    const double loss_value = loss.item<double>();
+    double loss_value = loss.item<double>();
+    if (fault.at(run.step) && fault.kind != "grad") loss_value = fault.kind == "inf" ? INFINITY : NAN;
+    if (distributed) {  // the global batch's mean loss, and whether any rank was interrupted
+      std::vector<double> agreed{loss_value, interrupted.load() ? 1.0 : 0.0};
+      comm.all_reduce_sum(agreed);
+      loss_value = agreed[0] / comm.world_size();
+      stop_agreed = agreed[1] > 0;
+    }
     run.optimizer->zero_grad();
     double grad_norm = NAN;
     if (std::isfinite(loss_value)) {
       loss.backward();
+      if (fault.at(run.step) && fault.kind == "grad") run.model->parameters().front().grad().data<float>()[0] = NAN;
+      comm.average_gradients(run.model->parameters());  // identical on every rank from here on
       grad_norm = nn::clip_grad_norm(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
     }
     if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {  // skip: the parameters stay as they were
@@ -249,7 +322,7 @@ TrainSummary run_loop(Run& run) {
     run.optimizer->step();
     ++run.step;
     last_loss = loss_value;
-    window_tokens += b.batch * b.seq_len;
+    window_tokens += b.batch * b.seq_len * comm.world_size();
 
     if (run.step % o.log_every == 0 || run.step == o.steps) {
       const auto now = std::chrono::steady_clock::now();
@@ -261,13 +334,15 @@ TrainSummary run_loop(Run& run) {
       run.write_log(line);
       const double elapsed = std::chrono::duration<double>(now - start).count();
       const double eta = elapsed / static_cast<double>(run.step - first_step) * static_cast<double>(o.steps - run.step);
-      std::fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s%s", tty ? "\r" : "", static_cast<long>(run.step),
-                   static_cast<long>(o.steps), loss_value, lr, tokens_per_s, format_duration(eta).c_str(), tty ? "   " : "\n");
+      if (root)
+        std::fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s%s", tty ? "\r" : "", static_cast<long>(run.step),
+                     static_cast<long>(o.steps), loss_value, lr, tokens_per_s, format_duration(eta).c_str(), tty ? "   " : "\n");
     }
     if ((o.eval_every > 0 && run.step % o.eval_every == 0) || run.step == o.steps) {
       summary.final_val_loss = run.validation_loss();
       run.write_log({{"step", run.step}, {"val_loss", summary.final_val_loss}});
-      std::fprintf(stderr, "%sstep %ld: validation loss %.4f\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss);
+      if (root)
+        std::fprintf(stderr, "%sstep %ld: validation loss %.4f\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss);
     }
     if ((o.ckpt_every > 0 && run.step % o.ckpt_every == 0) || run.step == o.steps) run.save_checkpoint();
   }
@@ -276,7 +351,7 @@ TrainSummary run_loop(Run& run) {
   summary.final_loss = last_loss;
   summary.skipped_steps = run.skipped;
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  summary.tokens_per_second = static_cast<double>((run.step - first_step) * o.batch * o.seq_len) / std::max(total, 1e-9);
+  summary.tokens_per_second = static_cast<double>((run.step - first_step) * o.batch * o.seq_len * comm.world_size()) / std::max(total, 1e-9);
   return summary;
 }
 
@@ -291,14 +366,19 @@ std::string latest_checkpoint(const std::string& run_dir) {
 
 TrainSummary train(const TrainOptions& options) {
   validate(options);
-  std::error_code ec;
-  fs::create_directories(options.run_dir, ec);
-  PHASOR_CHECK(!ec && fs::is_directory(options.run_dir), "train: cannot create run folder '", options.run_dir, "'",
-               ec ? ": " + ec.message() : "");
   PHASOR_CHECK(latest_checkpoint(options.run_dir).empty(), "train: '", options.run_dir,
                "' already holds a run; use --resume to continue it or choose another --run-dir");
+  // Data and model first: a bad input must not leave a run folder behind.
   Run run(options);
-  write_file_atomic(options.run_dir + "/config.json", to_json(options).dump(2) + "\n");
+  if (world().is_root()) {  // rank 0 alone writes files
+    std::error_code ec;
+    fs::create_directories(options.run_dir, ec);
+    PHASOR_CHECK(!ec && fs::is_directory(options.run_dir), "train: cannot create run folder '", options.run_dir, "'",
+                 ec ? ": " + ec.message() : "");
+    write_file_atomic(options.run_dir + "/config.json", to_json(options).dump(2) + "\n");
+    // The held-out text, so `phasor eval` can score exactly what validation saw.
+    write_file_atomic(options.run_dir + "/validation.txt", ByteTokenizer().decode(run.data.validation));
+  }
   run.open_log();
   return run_loop(run);
 }
@@ -313,14 +393,30 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps) {
   } catch (const nlohmann::json::exception& e) {
     fail(dir, "/state.json: missing or malformed options (", e.what(), ")");
   }
+  const int64_t saved_world = ckpt.state.value("world_size", int64_t{1});
+  PHASOR_CHECK(saved_world == world().world_size(), "resume: '", run_dir, "' was trained by ", saved_world,
+               " process(es) and this run has ", world().world_size(),
+               "; resume with the same number of ranks (the global batch and each rank's data shard depend on it)");
   options.run_dir = run_dir;
   if (total_steps > 0) options.steps = total_steps;
   Run run(options);
   run.model->load_state_dict(ckpt.model);
-  run.step = ckpt.state.at("step").get<int64_t>();
-  run.skipped = ckpt.state.value("skipped_steps", int64_t{0});
-  run.optimizer->load_state(ckpt.optimizer, ckpt.state.at("optimizer_steps").get<int64_t>());
-  run.sampler->restore(ckpt.state.at("sampler_seed").get<uint64_t>(), ckpt.state.at("sampler_offset").get<uint64_t>());
+  int64_t optimizer_steps = 0;
+  uint64_t sampler_seed = 0, sampler_offset = 0;
+  try {
+    run.step = ckpt.state.at("step").get<int64_t>();
+    run.skipped = ckpt.state.value("skipped_steps", int64_t{0});
+    optimizer_steps = ckpt.state.at("optimizer_steps").get<int64_t>();
+    sampler_seed = ckpt.state.at("sampler_seed").get<uint64_t>();
+    sampler_offset = ckpt.state.at("sampler_offset").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(dir, "/state.json: missing or malformed training state (", e.what(), ")");
+  }
+  PHASOR_CHECK(run.step < options.steps, "resume: the run in '", run_dir, "' has done ", run.step, " of its ", options.steps,
+               " steps; give --steps N with N > ", run.step, " to train further");
+  for (auto& [name, t] : ckpt.optimizer) t = ops::to_device(t, run.model->device());
+  run.optimizer->load_state(ckpt.optimizer, optimizer_steps);
+  run.sampler->restore(sampler_seed, sampler_offset);
   run.previous_checkpoint_ = fs::path(dir).filename().string();
   run.open_log();
   return run_loop(run);

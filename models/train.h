@@ -33,6 +33,7 @@ struct TrainOptions {
   int64_t max_bad_steps = 5;   // consecutive NaN/Inf steps before giving up
   int threads = 0;             // 0: all cores
   bool log_heads = false;      // per-head CMHA statistics in the log
+  std::string device = "cpu";  // cpu or cuda (the CUDA backend, one GPU)
 };
 
 nlohmann::json to_json(const TrainOptions& o);

@@ -1,5 +1,6 @@
 #include "nn/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "nn/atomic_file.h"
@@ -46,6 +47,12 @@ StateDict from_contents(const safetensors::Contents& contents, const std::string
   StateDict out;
   for (const auto& [name, r] : contents.tensors) {
     const DType dt = phasor_dtype(r.dtype, file, name);
+    // A zero dimension empties a tensor whatever the others say, but its strides
+    // still multiply them: they must fit in 64 bits.
+    int64_t extent = 1;
+    for (int64_t d : r.shape)
+      PHASOR_CHECK(!__builtin_mul_overflow(extent, std::max<int64_t>(d, 1), &extent), file, ": tensor '", name,
+                   "' has a shape too large to index");
     const Dims shape(r.shape);
     PHASOR_CHECK(r.bytes.size() == static_cast<size_t>(shape.numel()) * itemsize(dt), file, ": tensor '", name,
                  "' byte length does not match its shape");

@@ -11,6 +11,7 @@ packages=(
   bible-kjv                              # the built-in `kjv` corpus
   libtorch-dev                           # the LibTorch reference (parity tests, comparisons)
   clang libclang-rt-14-dev               # libFuzzer targets
+  openmpi-bin libopenmpi-dev             # multi-process training (mpirun; docs/distributed.md)
 )
 
 missing=()

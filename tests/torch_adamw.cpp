@@ -4,9 +4,17 @@
 // (which PyTorch updates through its real view, so LibTorch gets that view as
 // a real [.., 2] parameter). Parameters and both moments must agree to 1e-6
 // relative in float32 after every step.
-#include <doctest/doctest.h>
 
 #include <torch/torch.h>
+// LibTorch brings glog's CHECK macros; doctest's must win.
+#undef CHECK
+#undef CHECK_EQ
+#undef CHECK_NE
+#undef CHECK_LT
+#undef CHECK_LE
+#undef CHECK_GT
+#undef CHECK_GE
+#include <doctest/doctest.h>
 
 #include <cmath>
 #include <memory>

@@ -35,7 +35,8 @@ Model::Model(const ModelConfig& config, uint64_t seed) : config_(config) {
 torch::Device Model::device() const { return tok_emb->weight.device(); }
 
 bool is_no_decay(const std::string& name) {
-  return ends_with(name, ".delta") || ends_with(name, ".phase_bias") || ends_with(name, ".beta");
+  return ends_with(name, ".delta") || ends_with(name, ".phase_bias") || ends_with(name, ".beta") ||
+         ends_with(name, "norm.weight");
 }
 
 void Model::initialize(uint64_t seed) {

@@ -48,7 +48,8 @@ class Model : public torch::nn::Module {
   ModelConfig config_;
 };
 
-// Parameters that take no weight decay (the spec's delta, phase_bias, beta).
+// Parameters that take no weight decay: the spec's delta, phase_bias, beta, and
+// the RMSNorm gains (Phasor's rule, CausalLM::decayed_parameters: only 2-d weights decay).
 bool is_no_decay(const std::string& name);
 
 // --- Weights in and out (checkpoint.cpp) -----------------------------------

@@ -50,6 +50,12 @@ void write_text_atomically(const std::string& path, std::string_view text) {
 namespace {
 
 std::string read_nonempty_file(const std::string& path) {
+  // Every byte becomes an 8-byte token, and the split copies them: refuse a
+  // file too large for that up front rather than reading it until memory runs out.
+  constexpr uintmax_t kMaxBytes = uintmax_t{1} << 30;
+  std::error_code ec;
+  const uintmax_t size = fs::is_regular_file(path, ec) ? fs::file_size(path, ec) : 0;
+  PHASOR_CHECK(ec || size <= kMaxBytes, "'", path, "' is ", size, " bytes, more than the limit of 1 GiB for a data file");
   std::string text = read_text_file(path);
   PHASOR_CHECK(!text.empty(), "'", path, "' is empty: there is nothing to train or evaluate on");
   return text;

@@ -16,8 +16,9 @@ namespace {
 // One window of length L reads L + 1 tokens (the targets run one further).
 void check_holds_a_window(const char* what, const char* part, size_t tokens, int64_t seq_len) {
   PHASOR_CHECK(seq_len > 0, what, ": seq_len must be positive, got ", seq_len);
+  // (unsigned: seq_len + 1 overflows for seq_len = INT64_MAX)
   PHASOR_CHECK(tokens >= static_cast<size_t>(seq_len) + 1, what, ": the ", part, " has ", tokens,
-               " tokens but one window of seq_len ", seq_len, " needs ", seq_len + 1);
+               " tokens but one window of seq_len ", seq_len, " needs ", static_cast<uint64_t>(seq_len) + 1);
 }
 
 }  // namespace
@@ -49,6 +50,9 @@ BatchSampler::BatchSampler(std::vector<int64_t> tokens, int64_t batch_size, int6
   PHASOR_CHECK(world_size > 0 && rank >= 0 && rank < world_size, "BatchSampler: rank ", rank,
                " is not in [0, world_size = ", world_size, ")");
   check_holds_a_window("BatchSampler", "token stream", tokens_.size(), seq_len);
+  // Bounds world_size * batch_size * seq_len, so the sizes below cannot overflow.
+  PHASOR_CHECK(batch_size <= (int64_t{1} << 40) / world_size / seq_len, "BatchSampler: ", world_size, " x ", batch_size,
+               " rows of ", seq_len, " tokens is too large a batch");
 }
 
 void BatchSampler::copy_window(int64_t start, int64_t row, Batch& out) const {
@@ -79,7 +83,7 @@ EvalWindows::EvalWindows(std::span<const int64_t> tokens, int64_t seq_len, int64
   const auto total = static_cast<int64_t>(tokens.size());
   count_ = total > 0 ? (total - 1) / seq_len : 0;
   PHASOR_CHECK(count_ > 0, "EvalWindows: ", total, " tokens hold no window of seq_len ", seq_len,
-               " (W = floor((T - 1) / L) = 0; needs at least ", seq_len + 1, " tokens)");
+               " (W = floor((T - 1) / L) = 0; needs at least ", static_cast<uint64_t>(seq_len) + 1, " tokens)");
   if (max_windows > 0) count_ = std::min(count_, max_windows);
   tokens_.assign(tokens.begin(), tokens.begin() + count_ * seq_len + 1);
 }

@@ -1,0 +1,169 @@
+#pragma once
+// What bench/compare_phasor.cpp and bench/compare_torch.cpp share: the same
+// command line, the same workloads, the same statistics and the same JSON line,
+// so that bench/compare_libtorch can run the two side by side.
+//
+// Workloads (one per process, so the peak RSS is the workload's own):
+//   train     forward + backward + AdamW step on random tokens [batch, seq_len]
+//   eval      forward-only (no autograd graph) logits + mean cross-entropy
+//   generate  greedy decoding with a KV cache, batch 1: ms per new token
+//   rotation  the attention rotation alone (complexformer: Euler transform +
+//             adaptive rotation; rope: the rotary product), forward + backward,
+//             on a [batch, seq_len, n_heads, head_dim] query tensor
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+namespace phasor::compare {
+
+struct Options {
+  std::string workload = "train";
+  std::string position = "complexformer";
+  std::string cmha_init = "rope";
+  int64_t d_model = 128, n_layers = 4, n_heads = 4, d_ff = 352;
+  int64_t seq_len = 128, batch = 16;
+  int64_t prompt = 16, new_tokens = 64;  // generate
+  int threads = 2;
+  int64_t warmup = 2, reps = 5;
+  uint64_t seed = 0;
+  double lr = 1e-3, weight_decay = 0.1;
+};
+
+// Parses argv; returns false (after printing) on --help or an error, with *exit_code set.
+inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit_code) {
+  CLI::App app{std::string(name) + ": one side-by-side benchmark workload, one JSON line on stdout"};
+  app.add_option("--workload", o.workload, "train|eval|generate|rotation")
+      ->check(CLI::IsMember({"train", "eval", "generate", "rotation"}));
+  app.add_option("--position", o.position, "complexformer|rope|...");
+  app.add_option("--cmha-init", o.cmha_init, "rope|paper");
+  app.add_option("--d-model", o.d_model);
+  app.add_option("--n-layers", o.n_layers);
+  app.add_option("--n-heads", o.n_heads);
+  app.add_option("--d-ff", o.d_ff);
+  app.add_option("--seq-len", o.seq_len);
+  app.add_option("--batch", o.batch);
+  app.add_option("--prompt", o.prompt, "generate: prompt length");
+  app.add_option("--new-tokens", o.new_tokens, "generate: tokens decoded per repetition");
+  app.add_option("--threads", o.threads, "OpenMP / BLAS / intra-op threads")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "untimed repetitions first")->check(CLI::NonNegativeNumber);
+  app.add_option("--reps", o.reps, "timed repetitions")->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed);
+  app.add_option("--lr", o.lr);
+  app.add_option("--weight-decay", o.weight_decay);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = app.exit(e);
+    return false;
+  }
+  return true;
+}
+
+// A field of /proc/self/status in MiB (VmHWM: peak resident set; VmRSS: now).
+inline double proc_status_mib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;  // kB
+  return -1.0;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// CPU time of the whole process (all threads, user + system) in ms. On a
+// shared machine it is far less disturbed by other people's work than wall time.
+inline double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
+// A point in time on both clocks, and the span between two of them.
+struct Stamp {
+  std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
+  double cpu_ms = process_cpu_ms();
+};
+struct Span {
+  double wall_ms = 0, cpu_ms = 0;
+};
+inline Span since(const Stamp& t0) {
+  const Stamp t1;
+  return {std::chrono::duration<double, std::milli>(t1.wall - t0.wall).count(), t1.cpu_ms - t0.cpu_ms};
+}
+
+struct Timings {
+  std::vector<double> wall_ms, cpu_ms;
+};
+
+// Runs `body` warmup + reps times, timing each run itself. `body` may instead
+// time a part of itself and return that span (generate leaves the prefill out).
+inline Timings time_self_timed_runs(const Options& o, const std::function<Span()>& body) {
+  Timings t;
+  for (int64_t i = 0; i < o.warmup + o.reps; ++i) {
+    const Span s = body();
+    if (i >= o.warmup) {
+      t.wall_ms.push_back(s.wall_ms);
+      t.cpu_ms.push_back(s.cpu_ms);
+    }
+  }
+  return t;
+}
+
+inline Timings time_runs(const Options& o, const std::function<void()>& body) {
+  return time_self_timed_runs(o, [&] {
+    const Stamp t0;
+    body();
+    return since(t0);
+  });
+}
+
+// Tokens a repetition processes (generate: new tokens decoded).
+inline int64_t tokens_per_rep(const Options& o) { return o.workload == "generate" ? o.new_tokens : o.batch * o.seq_len; }
+
+// The JSON line: wall and CPU times per repetition and their medians, tokens/s
+// (by wall time), ms/token for generate, and the process's peak RSS (VmHWM)
+// and its RSS before the workload.
+inline void emit(const char* impl, const Options& o, const Timings& t, double base_rss_mib,
+                 nlohmann::json extra = nlohmann::json::object()) {
+  const double med = median(t.wall_ms);
+  const double tokens = static_cast<double>(tokens_per_rep(o));
+  nlohmann::json j = {{"impl", impl},
+                      {"workload", o.workload},
+                      {"position", o.position},
+                      {"d_model", o.d_model},
+                      {"n_layers", o.n_layers},
+                      {"n_heads", o.n_heads},
+                      {"d_ff", o.d_ff},
+                      {"seq_len", o.seq_len},
+                      {"batch", o.workload == "generate" ? 1 : o.batch},
+                      {"threads", o.threads},
+                      {"tokens_per_rep", tokens_per_rep(o)},
+                      {"times_ms", t.wall_ms},
+                      {"median_ms", med},
+                      {"cpu_ms", t.cpu_ms},
+                      {"median_cpu_ms", median(t.cpu_ms)},
+                      {"tokens_per_s", tokens / (med / 1000.0)},
+                      {"peak_rss_mib", proc_status_mib("VmHWM")},
+                      {"base_rss_mib", base_rss_mib}};
+  if (o.workload == "generate") j["ms_per_token"] = med / tokens;
+  for (const auto& [k, v] : extra.items()) j[k] = v;
+  std::cout << j.dump() << std::endl;
+}
+
+}  // namespace phasor::compare

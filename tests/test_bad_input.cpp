@@ -1,0 +1,715 @@
+// Bad input, row by row as in docs/bad-input.md: every kind of malformed or
+// hostile input the `phasor` command line accepts (model files, config files,
+// data files, flag values, prompts, run folders), each run through the CLI.
+// A refusal must be exactly one line on stderr and a non-zero exit, with
+// nothing on stdout and nothing lost: a run folder made beforehand stays byte
+// for byte as it was and no partial file (*.tmp.*) or run folder appears.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/data/dataset.h"
+#include "models/model_io.h"
+#include "models/transformer.h"
+#include "nn/checkpoint.h"
+#include "nn/safetensors.h"
+#include "phasor.h"
+
+using namespace phasor;
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+fs::path scratch() {
+#ifdef PHASOR_TEST_TMP
+  static const fs::path root = fs::path(PHASOR_TEST_TMP) / ("bad_input_" + std::to_string(::getpid()));
+#else
+  static const fs::path root = fs::temp_directory_path() / ("phasor_bad_input_" + std::to_string(::getpid()));
+#endif
+  static bool made = [] {
+    fs::remove_all(root);
+    fs::create_directories(root);
+    return true;
+  }();
+  (void)made;
+  return root;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in.good()) return "";
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  fs::create_directories(p.parent_path());
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+std::string quote(const fs::path& p) { return quote(p.string()); }
+
+std::map<std::string, std::string> tree_bytes(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out[fs::relative(e.path(), dir).string()] = e.is_regular_file() ? read_bytes(e.path()) : "<dir>";
+  return out;
+}
+
+std::string sample_text(size_t bytes) {
+  std::string text;
+  for (int i = 0; text.size() < bytes; ++i)
+    text += "Verse " + std::to_string(i) + ". And the " + (i % 3 ? "light" : "water") + " was divided from the " +
+            (i % 2 ? "darkness" : "firmament") + ", " + std::to_string(i * 37 % 101) + " times over.\n";
+  return text.substr(0, bytes);
+}
+
+const fs::path& data_file() {
+  static const fs::path p = [] {
+    const fs::path f = scratch() / "data.txt";
+    write_bytes(f, sample_text(4096));
+    return f;
+  }();
+  return p;
+}
+
+struct Cli {
+  int status = -1;
+  std::string out, err;
+};
+
+Cli phasor_cli(const std::string& args) {
+  static int counter = 0;
+  const fs::path o = scratch() / ("stdout." + std::to_string(counter)), e = scratch() / ("stderr." + std::to_string(counter));
+  ++counter;
+  // A bound on each run: a command that should be refused must not hang the suite.
+  const std::string cmd = "timeout -s KILL 600 " + quote(std::string(PHASOR_CLI_PATH)) + " " + args + " > " + quote(o) + " 2> " + quote(e) + " < /dev/null";
+  const int rc = std::system(cmd.c_str());
+  Cli r;
+  r.status = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
+  r.out = read_bytes(o);
+  r.err = read_bytes(e);
+  fs::remove(o);
+  fs::remove(e);
+  return r;
+}
+
+// The tiny run of every training command here: `extra` adds flags and
+// replaces the defaults it names (CLI11 refuses a flag given twice).
+std::string train_args(const fs::path& run_dir, const std::string& extra = "--steps 2") {
+  const std::vector<std::pair<std::string, std::string>> defaults{
+      {"--d-model", "16"}, {"--n-layers", "1"}, {"--n-heads", "2"}, {"--d-ff", "32"},     {"--seq-len", "16"},
+      {"--batch", "2"},    {"--threads", "1"},  {"--log-every", "1000"}, {"--eval-every", "0"}, {"--eval-windows", "2"},
+      {"--data", quote(data_file())}, {"--run-dir", quote(run_dir)}};
+  std::string args = "train";
+  for (const auto& [flag, value] : defaults)
+    if ((" " + extra + " ").find(" " + flag + " ") == std::string::npos) args += " " + flag + " " + value;
+  return args + " " + extra;
+}
+
+// A run made before any bad input is tried: nothing may touch it.
+const fs::path& guard_run() {
+  static const fs::path run = [] {
+    const fs::path r = scratch() / "guard" / "run";
+    const Cli c = phasor_cli(train_args(r));
+    REQUIRE_MESSAGE(c.status == 0, c.err);
+    return r;
+  }();
+  return run;
+}
+
+const std::map<std::string, std::string>& guard_snapshot() {
+  static const std::map<std::string, std::string> snapshot = tree_bytes(guard_run());
+  return snapshot;
+}
+
+void check_nothing_lost() {
+  CHECK(tree_bytes(guard_run()) == guard_snapshot());
+  for (const auto& e : fs::recursive_directory_iterator(scratch()))
+    CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos, "partial file left: ", e.path().string());
+}
+
+// The refusal the design asks for: non-zero exit, one line on stderr naming
+// the problem, nothing on stdout, nothing lost.
+void check_refused(const Cli& r, const std::string& must_mention) {
+  CHECK(r.status != 0);
+  CHECK(r.status != -1);
+  CHECK_MESSAGE(std::count(r.err.begin(), r.err.end(), '\n') == 1, "stderr: ", r.err);
+  CHECK_MESSAGE((!r.err.empty() && r.err.back() == '\n' && r.err.starts_with("phasor: ")), "stderr: ", r.err);
+  CHECK_MESSAGE(r.err.find(must_mention) != std::string::npos, "stderr: ", r.err, "should mention: ", must_mention);
+  CHECK_MESSAGE(r.out.empty(), "stdout: ", r.out);
+  check_nothing_lost();
+}
+
+// A training command refused before it made anything.
+void check_train_refused(const std::string& extra, const std::string& must_mention) {
+  const fs::path run = scratch() / "refused" / "run";
+  fs::remove_all(run.parent_path());
+  fs::create_directories(run.parent_path());
+  check_refused(phasor_cli(train_args(run, extra)), must_mention);
+  CHECK_MESSAGE(!fs::exists(run), "run folder left behind: ", run.string());
+}
+
+// ---------------------------------------------------------------- model files
+
+ModelConfig tiny_config(const std::string& position = "rope") {
+  ModelConfig c;
+  c.position = position;
+  c.d_model = 16;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.d_ff = 32;
+  c.max_seq_len = 32;
+  return c;
+}
+
+fs::path model_file(const std::string& name, const ModelConfig& c = tiny_config()) {
+  const fs::path p = scratch() / "models" / (name + ".safetensors");
+  if (!fs::exists(p)) {
+    fs::create_directories(p.parent_path());
+    save_model(p.string(), CausalLM(c, 1));
+  }
+  return p;
+}
+
+// A valid model file's header and data, to break one thing at a time.
+struct Parts {
+  Json header;
+  std::string data;
+};
+
+Parts model_parts() {
+  const std::string file = read_bytes(model_file("valid"));
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(file[i])) << (8 * i);
+  return {Json::parse(file.substr(8, n)), file.substr(8 + n)};
+}
+
+std::string le64(uint64_t v) {
+  std::string out;
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+std::string assemble(const std::string& header, const std::string& data) { return le64(header.size()) + header + data; }
+std::string assemble(const Parts& p) { return assemble(p.header.dump(), p.data); }
+
+// A model file of these tensors and this metadata, written by Phasor's own serializer.
+std::string model_bytes(const nn::StateDict& tensors, const std::map<std::string, std::string>& metadata) {
+  return safetensors::serialize(nn::to_contents(tensors, metadata));
+}
+
+// Every command that reads a model file refuses it the same way.
+void check_model_refused(const std::string& bytes, const std::string& must_mention, bool all_commands = false) {
+  const fs::path p = scratch() / "bad" / "model.safetensors";
+  write_bytes(p, bytes);
+  check_refused(phasor_cli("info " + quote(p)), must_mention);
+  if (all_commands) {
+    check_refused(phasor_cli("eval --checkpoint " + quote(p) + " --data " + quote(data_file()) + " --seq-len 16"), must_mention);
+    check_refused(phasor_cli("generate --checkpoint " + quote(p) + " --prompt hi --tokens 4"), must_mention);
+  }
+}
+
+// The first tensor entry of a header (not __metadata__).
+std::string first_tensor(const Json& header) {
+  for (const auto& [k, v] : header.items())
+    if (k != "__metadata__") return k;
+  return "";
+}
+
+}  // namespace
+
+// ============================================================== S: model files (safetensors)
+
+TEST_CASE("S1 model file: empty, or shorter than the 8-byte header length") {
+  check_model_refused("", "too short for the 8-byte header length", true);
+  check_model_refused("12345", "too short for the 8-byte header length");
+}
+
+TEST_CASE("S2 model file: huge header length") {
+  check_model_refused(le64(~uint64_t{0}) + "{}", "past the end of the file", true);
+  check_model_refused(le64(uint64_t{1} << 62) + "{}", "past the end of the file");
+}
+
+TEST_CASE("S3 model file: header length over the 100 MB cap") {
+  // A sparse file: the header length is in bounds, the header is not read.
+  const fs::path p = scratch() / "bad" / "huge_header.safetensors";
+  write_bytes(p, le64(100'000'008) + "{");
+  fs::resize_file(p, 100'000'016);
+  check_refused(phasor_cli("info " + quote(p)), "exceeds the limit of 100000000 bytes");
+  fs::remove(p);
+}
+
+TEST_CASE("S4 model file: header not JSON, or JSON but not an object") {
+  check_model_refused(assemble("{not json at all", ""), "header is not valid JSON", true);
+  check_model_refused(assemble("[1, 2, 3]", ""), "header is not a JSON object");
+  check_model_refused(assemble("{\"a\": 1e999}", ""), "header is not valid JSON");
+}
+
+TEST_CASE("S5 model file: deeply nested header") {
+  const std::string deep = "{\"a\":" + std::string(200000, '[') + std::string(200000, ']') + "}";
+  check_model_refused(assemble(deep, ""), "entry must be a JSON object");
+}
+
+TEST_CASE("S6 model file: data_offsets past the end of the data section") {
+  Parts p = model_parts();
+  const std::string t = first_tensor(p.header);
+  p.header[t]["data_offsets"][1] = p.data.size() + 4;
+  check_model_refused(assemble(p), "past the end of the data section", true);
+}
+
+TEST_CASE("S7 model file: data_offsets that end before they begin") {
+  Parts p = model_parts();
+  const std::string t = first_tensor(p.header);
+  p.header[t]["data_offsets"] = {8, 4};
+  check_model_refused(assemble(p), "end before they begin");
+}
+
+TEST_CASE("S8 model file: overlapping tensors") {
+  Parts p = model_parts();
+  // The second tensor starts 4 bytes early (and ends 4 bytes early, keeping its size).
+  std::vector<std::string> names;
+  for (const auto& [k, v] : p.header.items())
+    if (k != "__metadata__") names.push_back(k);
+  REQUIRE(names.size() >= 2);
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return p.header[a]["data_offsets"][0].get<uint64_t>() < p.header[b]["data_offsets"][0].get<uint64_t>();
+  });
+  Json& offsets = p.header[names[1]]["data_offsets"];
+  offsets = {offsets[0].get<uint64_t>() - 4, offsets[1].get<uint64_t>() - 4};
+  check_model_refused(assemble(p), "overlap", true);
+}
+
+TEST_CASE("S9 model file: bytes that belong to no tensor (a gap, or trailing bytes)") {
+  Parts p = model_parts();
+  p.data += "trailing";
+  check_model_refused(assemble(p), "gap in the data section");
+}
+
+TEST_CASE("S10 model file: shape and byte count disagree") {
+  Parts p = model_parts();
+  const std::string t = first_tensor(p.header);
+  p.header[t]["shape"].push_back(2);
+  check_model_refused(assemble(p), "do not match dtype", true);
+}
+
+TEST_CASE("S11 model file: unknown dtype, or a dtype Phasor does not load") {
+  Parts p = model_parts();
+  const std::string t = first_tensor(p.header);
+  p.header[t]["dtype"] = "Q7";
+  check_model_refused(assemble(p), "unknown dtype 'Q7'", true);
+  // F16 is a safetensors dtype, but not one a Phasor model holds.
+  const std::string f16 = assemble("{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", "abcd");
+  check_model_refused(f16, "which Phasor does not load");
+}
+
+TEST_CASE("S12 model file: negative, fractional or overflowing shape") {
+  check_model_refused(assemble("{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,0]}}", ""),
+                      "shape must hold non-negative integers");
+  check_model_refused(assemble("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,0]}}", ""),
+                      "shape must hold non-negative integers");
+  check_model_refused(assemble("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904],\"data_offsets\":[0,0]}}", ""),
+                      "is too large");
+  // Empty (a zero dimension), but the other dimensions' strides overflow: the
+  // regression seed fuzz/corpus/safetensors/regression_zero_dim_huge_strides.
+  check_model_refused(assemble("{\"empty\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904,4611686018427387904],"
+                               "\"data_offsets\":[0,0]}}", ""),
+                      "too large to index");
+}
+
+TEST_CASE("S13 model file: a tensor entry without data_offsets, or not an object") {
+  check_model_refused(assemble("{\"w\":{\"dtype\":\"F32\",\"shape\":[0]}}", ""), "has no data_offsets");
+  check_model_refused(assemble("{\"w\":[1,2]}", ""), "entry must be a JSON object");
+}
+
+TEST_CASE("S14 model file: the same tensor name twice") {
+  // JSON keeps the last of two equal keys: the first one's bytes belong to no tensor.
+  const std::string h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                        "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+  check_model_refused(assemble(h, std::string(8, '\0')), "gap in the data section");
+}
+
+TEST_CASE("S15 model file: __metadata__ that is not an object of strings") {
+  Parts p = model_parts();
+  p.header["__metadata__"]["format"] = 7;
+  check_model_refused(assemble(p), "must be a string");
+}
+
+TEST_CASE("S16 model file: a safetensors file that is not a Phasor model") {
+  check_model_refused(model_bytes({{"w", ones({2, 2})}}, {{"format", "pt"}}), "not a Phasor model", true);
+}
+
+TEST_CASE("S17 model file: config in __metadata__ that is not JSON, invalid, or too large") {
+  const nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
+  check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", "{d_model: 16"}}), "is not valid JSON");
+  Json c = to_json(tiny_config());
+  c["n_heads"] = 3;
+  check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", c.dump()}}), "not divisible by n_heads");
+  c = to_json(tiny_config());
+  c["no_such_key"] = 1;
+  check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", c.dump()}}), "unknown key 'no_such_key'");
+  // A config that claims a huge model, whatever the tensors: refused before anything is allocated.
+  c = to_json(tiny_config());
+  c["d_model"] = int64_t{1} << 40;
+  c["n_heads"] = 2;
+  check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", c.dump()}}), "more than the limit of 2^31", true);
+}
+
+TEST_CASE("S18 model file: tensor names that do not match the model (missing, unexpected, renamed)") {
+  nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
+  const auto meta = model_metadata(tiny_config());
+  nn::StateDict missing = tensors;
+  missing.erase(missing.begin());
+  check_model_refused(model_bytes(missing, meta), "missing", true);
+  nn::StateDict extra = tensors;
+  extra.emplace("evil\nname", ones({1}));  // a newline in a name must not break the one line
+  check_model_refused(model_bytes(extra, meta), "unexpected evil\\x0aname");
+  nn::StateDict renamed;
+  for (const auto& [k, v] : tensors) renamed.emplace("model." + k, v);
+  check_model_refused(model_bytes(renamed, meta), "unexpected model.");
+}
+
+TEST_CASE("S19 model file: a tensor of the wrong shape or dtype") {
+  nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
+  const auto meta = model_metadata(tiny_config());
+  nn::StateDict wrong_shape = tensors;
+  wrong_shape.begin()->second = ones({3, 3});
+  check_model_refused(model_bytes(wrong_shape, meta), "shape mismatch", true);
+  nn::StateDict wrong_dtype = tensors;
+  wrong_dtype.begin()->second = wrong_dtype.begin()->second.to(DType::Float64);
+  check_model_refused(model_bytes(wrong_dtype, meta), "a Phasor model stores F32");
+}
+
+TEST_CASE("S20 model file: weights holding NaN or Inf") {
+  nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
+  for (const float bad : {NAN, INFINITY}) {
+    nn::StateDict t = tensors;
+    Tensor w = t.begin()->second.contiguous().clone();
+    w.data<float>()[0] = bad;
+    t.begin()->second = w;
+    check_model_refused(model_bytes(t, model_metadata(tiny_config())), "holds NaN or Inf values", true);
+  }
+}
+
+TEST_CASE("S21 model file: truncated (a save that never finished, copied by hand)") {
+  const std::string whole = read_bytes(model_file("valid"));
+  check_model_refused(whole.substr(0, whole.size() / 2), "past the end");
+  check_model_refused(whole.substr(0, 20), "past the end of the file");
+}
+
+TEST_CASE("S22 model file: missing, or a folder") {
+  check_refused(phasor_cli("info " + quote(scratch() / "absent.safetensors")), "No such file");
+  check_refused(phasor_cli("eval --checkpoint " + quote(scratch()) + " --data " + quote(data_file())), "Is a directory");
+}
+
+// ============================================================== C: config files (train --config)
+
+namespace {
+// Only --config and --run-dir: flags would override what the file says.
+void check_config_refused(const std::string& text, const std::string& must_mention) {
+  const fs::path p = scratch() / "configs" / "config.json";
+  write_bytes(p, text);
+  const fs::path run = scratch() / "refused" / "run";
+  fs::remove_all(run.parent_path());
+  fs::create_directories(run.parent_path());
+  check_refused(phasor_cli("train --config " + quote(p) + " --run-dir " + quote(run)), must_mention);
+  CHECK_MESSAGE(!fs::exists(run), "run folder left behind: ", run.string());
+}
+}  // namespace
+
+TEST_CASE("C1 config file: missing, or a folder") {
+  check_train_refused("--config " + quote(scratch() / "absent.json"), "cannot be read");
+  fs::create_directories(scratch() / "a_folder.json");
+  check_train_refused("--config " + quote(scratch() / "a_folder.json"), "a_folder.json' is a folder");
+}
+
+TEST_CASE("C2 config file: empty, binary, or not valid JSON") {
+  check_config_refused("", "is not valid JSON");
+  check_config_refused(std::string("\x00\xff\xfe\x01\n\x7f", 6), "is not valid JSON");
+  check_config_refused("{\"steps\": 3,,}", "is not valid JSON");
+}
+
+TEST_CASE("C3 config file: JSON that is not an object") {
+  check_config_refused("[1, 2]", "expected a JSON object");
+  check_config_refused("{\"model\": 5}", "expected a JSON object");
+}
+
+TEST_CASE("C4 config file: unknown key") {
+  check_config_refused("{\"stpes\": 3}", "unknown key 'stpes'");
+  check_config_refused("{\"model\": {\"dmodel\": 3}}", "unknown key 'dmodel'");
+}
+
+TEST_CASE("C5 config file: a value of the wrong type") {
+  check_config_refused("{\"lr\": \"fast\"}", "'lr' has the wrong type");
+  check_config_refused("{\"seed\": -1}", "'seed' has the wrong type");
+  check_config_refused("{\"model\": {\"d_model\": 1.5}}", "'d_model' must be an integer");
+  check_config_refused("{\"model\": {\"tie_embeddings\": 1}}", "'tie_embeddings' must be true or false");
+}
+
+TEST_CASE("C6 config file: values out of range") {
+  check_config_refused("{\"model\": {\"d_model\": 16, \"n_heads\": 3}}", "not divisible by n_heads");
+  check_config_refused("{\"val_fraction\": 1.5}", "val_fraction must be in (0, 1)");
+  check_config_refused("{\"model\": {\"position\": \"bogus\"}}", "unknown position 'bogus'");
+}
+
+TEST_CASE("C7 config file: sizes too large to build") {
+  check_config_refused("{\"model\": {\"n_layers\": 100000000}}", "more than the limit of 2^31");
+  check_config_refused("{\"model\": {\"vocab_size\": 9223372036854775807}}", "more than the limit of 2^31");
+}
+
+// ============================================================== D: data files
+
+TEST_CASE("D1 data file: empty") {
+  write_bytes(scratch() / "empty.txt", "");
+  check_train_refused("--steps 2 --data " + quote(scratch() / "empty.txt"), "is empty");
+  check_refused(phasor_cli("eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(scratch() / "empty.txt")), "is empty");
+}
+
+TEST_CASE("D2 data file: binary bytes are accepted (every byte is a token)") {
+  std::string bytes;
+  for (int i = 0; i < 4096; ++i) bytes += static_cast<char>((i * 167 + i / 256) & 0xff);
+  write_bytes(scratch() / "binary.bin", bytes);
+  const fs::path run = scratch() / "binary_run";
+  const Cli t = phasor_cli(train_args(run, "--steps 2 --data " + quote(scratch() / "binary.bin")));
+  CHECK_MESSAGE(t.status == 0, t.err);
+  const Cli e = phasor_cli("eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(scratch() / "binary.bin") + " --seq-len 16 --json");
+  CHECK_MESSAGE(e.status == 0, e.err);
+  check_nothing_lost();
+}
+
+TEST_CASE("D3 data file: larger than the 1 GiB limit") {
+  const fs::path huge = scratch() / "huge.txt";  // sparse: takes no disk space
+  write_bytes(huge, "x");
+  fs::resize_file(huge, (uintmax_t{1} << 30) + 1);
+  check_train_refused("--steps 2 --data " + quote(huge), "more than the limit of 1 GiB");
+  check_refused(phasor_cli("eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(huge)), "more than the limit of 1 GiB");
+  fs::remove(huge);
+}
+
+TEST_CASE("D4 data file: too short for one window, or for the validation part") {
+  write_bytes(scratch() / "short.txt", "In the beginning");
+  check_train_refused("--steps 2 --data " + quote(scratch() / "short.txt"), "needs 17");
+  check_train_refused("--steps 2 --val-fraction 0.001", "validation part has 4 tokens");
+  check_refused(phasor_cli("eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(scratch() / "short.txt") + " --seq-len 16"),
+                "hold no window");
+}
+
+TEST_CASE("D5 data: a folder, or neither a file nor a built-in corpus") {
+  check_train_refused("--steps 2 --data " + quote(scratch()), "is a folder");
+  check_train_refused("--steps 2 --data no_such_corpus", "neither a file nor a built-in corpus");
+}
+
+// ============================================================== F: flag values
+
+TEST_CASE("F1 flags: unknown flag, missing required option, no subcommand, a flag given twice") {
+  check_refused(phasor_cli("eval --checkpoint x --data y --bogus 1"), "--bogus");
+  check_refused(phasor_cli("eval --data " + quote(data_file())), "--checkpoint is required");
+  check_refused(phasor_cli(""), "subcommand");
+  check_train_refused("--steps 2 --steps 3", "--steps");
+}
+
+TEST_CASE("F2 flags: not a number, or out of the integer range") {
+  check_train_refused("--steps abc", "--steps");
+  check_train_refused("--steps 99999999999999999999", "--steps");
+  check_refused(phasor_cli("generate --checkpoint " + quote(model_file("valid")) + " --prompt hi --tokens 1.5"), "--tokens");
+}
+
+TEST_CASE("F3 flags: zero, negative or NaN where the command needs otherwise") {
+  const std::string m = quote(model_file("valid"));
+  check_refused(phasor_cli("eval --checkpoint " + m + " --data " + quote(data_file()) + " --seq-len 0"), "--seq-len");
+  check_refused(phasor_cli("eval --checkpoint " + m + " --data " + quote(data_file()) + " --batch 0"), "--batch");
+  check_refused(phasor_cli("eval --checkpoint " + m + " --data " + quote(data_file()) + " --max-windows -1"), "--max-windows");
+  check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --tokens -1"), "--tokens");
+  check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --top-k -1"), "--top-k");
+  check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --temperature nan"), "temperature");
+  check_train_refused("--steps -1", "steps non-negative");
+  check_train_refused("--steps 2 --batch 0", "batch must be positive");
+  check_train_refused("--steps 2 --lr 0", "lr > 0");
+  check_train_refused("--steps 2 --lr nan", "lr > 0");
+  check_train_refused("--steps 2 --val-fraction 1", "val_fraction must be in (0, 1)");
+  check_train_refused("--steps 2 --beta1 1", "beta1 and beta2");
+  check_train_refused("--steps 2 --grad-clip -1", "grad_clip");
+  check_train_refused("--steps 2 --max-bad-steps 0", "max_bad_steps must be positive");
+  check_train_refused("--steps 2 --threads -1", "threads must be non-negative");
+  check_train_refused("--steps 2 --rope-base nan", "rope_base");
+}
+
+TEST_CASE("F4 flags: sizes too large to build") {
+  check_train_refused("--steps 2 --batch 9223372036854775807", "tokens per step");
+  check_train_refused("--steps 2 --n-layers 100000000", "more than the limit of 2^31");
+  check_train_refused("--steps 2 --d-model 1099511627776", "more than the limit of 2^31");
+  check_refused(phasor_cli("generate --checkpoint " + quote(model_file("valid")) + " --prompt hi --tokens 9223372036854775807"),
+                "limit of 2^24 positions");
+  check_refused(phasor_cli("eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(data_file()) +
+                           " --seq-len 9223372036854775807"),
+                "hold no window");
+}
+
+TEST_CASE("F5 flags: a value holding a newline or control bytes stays on one line") {
+  check_train_refused("--steps 2 --position \"$(printf 'bo\\ngus\\001')\"", "unknown position 'bo\\x0agus\\x01'");
+  check_train_refused("--steps 2 --data \"$(printf 'no\\nsuch')\"", "'no\\x0asuch' is neither a file");
+}
+
+// ============================================================== P: prompts
+
+TEST_CASE("P1 prompt: longer than a 'learned' model's context, alone or with --tokens") {
+  ModelConfig c = tiny_config("learned");
+  c.max_seq_len = 16;
+  const fs::path m = model_file("learned16", c);
+  check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt " + quote(std::string(40, 'a')) + " --tokens 1"),
+                "supports at most 16 positions");
+  check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 13"), "supports at most 16 positions");
+  const Cli ok = phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 12");
+  CHECK_MESSAGE(ok.status == 0, ok.err);
+  CHECK(ok.out.size() == 4 + 12 + 1);
+}
+
+TEST_CASE("P2 prompt: empty, or bytes outside the model's vocabulary") {
+  check_refused(phasor_cli("generate --checkpoint " + quote(model_file("valid")) + " --prompt '' --tokens 3"), "prompt is empty");
+  ModelConfig c = tiny_config();
+  c.vocab_size = 128;
+  check_refused(phasor_cli("generate --checkpoint " + quote(model_file("vocab128", c)) + " --prompt \"$(printf 'caf\\303\\251')\""),
+                "outside the model's vocabulary of 128");
+}
+
+TEST_CASE("P3 prompt: longer than max_seq_len on a model without a hard limit is accepted") {
+  const Cli r = phasor_cli("generate --checkpoint " + quote(model_file("valid")) + " --prompt " + quote(std::string(60, 'a')) +
+                           " --tokens 5 --seed 1");
+  CHECK_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.size() == 60 + 5 + 1);
+}
+
+// ============================================================== E: evaluation
+
+TEST_CASE("E1 eval: --seq-len beyond a 'learned' model's max_seq_len") {
+  ModelConfig c = tiny_config("learned");
+  c.max_seq_len = 16;
+  check_refused(phasor_cli("eval --checkpoint " + quote(model_file("learned16", c)) + " --data " + quote(data_file()) + " --seq-len 17"),
+                "exceeds max_seq_len 16");
+}
+
+TEST_CASE("E2 eval: --seq-len longer than the data") {
+  check_refused(phasor_cli("eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(data_file()) + " --seq-len 5000"),
+                "hold no window");
+}
+
+// ============================================================== R: run folders, resume, plot
+
+TEST_CASE("R1 run folder: already holds a run") {
+  const std::map<std::string, std::string> before = tree_bytes(guard_run());
+  check_refused(phasor_cli(train_args(guard_run(), "--steps 3")), "already holds a run");
+  CHECK(tree_bytes(guard_run()) == before);
+}
+
+TEST_CASE("R2 run folder: under a regular file") {
+  write_bytes(scratch() / "plain_file", "x");
+  check_refused(phasor_cli(train_args(scratch() / "plain_file" / "run")), "cannot create run folder");
+  CHECK(read_bytes(scratch() / "plain_file") == "x");
+}
+
+namespace {
+// A copy of the guard run broken by `breakage`; --resume must refuse it and leave it as it was.
+void check_resume_refused(const std::function<void(const fs::path&)>& breakage, const std::string& must_mention,
+                          const std::string& extra = "--steps 4") {
+  const fs::path run = scratch() / "broken" / "run";
+  fs::remove_all(run.parent_path());
+  fs::create_directories(run.parent_path());
+  fs::copy(guard_run(), run, fs::copy_options::recursive);
+  breakage(run);
+  const std::map<std::string, std::string> before = tree_bytes(run);
+  check_refused(phasor_cli("train --resume " + quote(run) + " " + extra), must_mention);
+  CHECK(tree_bytes(run) == before);
+}
+std::string latest_of(const fs::path& run) {
+  std::string s = read_bytes(run / "latest");
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+}  // namespace
+
+TEST_CASE("R3 resume: no run, or `latest` naming a missing folder") {
+  fs::create_directories(scratch() / "not_a_run");
+  check_refused(phasor_cli("train --resume " + quote(scratch() / "not_a_run")), "no checkpoint");
+  check_resume_refused([](const fs::path& run) { fs::remove_all(run / latest_of(run)); }, "does not exist");
+}
+
+TEST_CASE("R4 resume: a truncated or corrupt checkpoint file") {
+  check_resume_refused([](const fs::path& run) {
+    const fs::path m = run / latest_of(run) / "model.safetensors";
+    const std::string b = read_bytes(m);
+    write_bytes(m, b.substr(0, b.size() - 10));
+  }, "model.safetensors");
+  check_resume_refused([](const fs::path& run) { write_bytes(run / latest_of(run) / "optimizer.safetensors", "junk"); },
+                       "optimizer.safetensors");
+  check_resume_refused([](const fs::path& run) { write_bytes(run / latest_of(run) / "state.json", "{\"step\": "); }, "invalid JSON");
+  check_resume_refused([](const fs::path& run) {
+    const fs::path s = run / latest_of(run) / "state.json";
+    Json j = Json::parse(read_bytes(s));
+    j.erase("sampler_offset");
+    write_bytes(s, j.dump());
+  }, "missing or malformed training state");
+  check_resume_refused([](const fs::path& run) {
+    const fs::path s = run / latest_of(run) / "state.json";
+    Json j = Json::parse(read_bytes(s));
+    j["options"]["lr"] = "fast";
+    write_bytes(s, j.dump());
+  }, "'lr' has the wrong type");
+}
+
+TEST_CASE("R5 resume: --steps not beyond the steps already done") {
+  check_resume_refused([](const fs::path&) {}, "has done 2 of its 2 steps", "");
+  check_resume_refused([](const fs::path&) {}, "has done 2 of its 1 steps", "--steps 1");
+}
+
+TEST_CASE("R6 plot: a missing run, a corrupt log, an unwritable output") {
+  check_refused(phasor_cli("plot " + quote(scratch() / "absent_run")), "does not exist");
+  const fs::path run = scratch() / "corrupt_log";
+  write_bytes(run / "log.jsonl", "{\"step\": 1, \"loss\": 2}\n" + std::string(1, '\0') + "\xff junk\n");
+  check_refused(phasor_cli("plot " + quote(run) + " --out " + quote(scratch() / "out.svg")), "log.jsonl");
+  CHECK(!fs::exists(scratch() / "out.svg"));
+  write_bytes(scratch() / "plain_file2", "x");
+  check_refused(phasor_cli("plot " + quote(guard_run()) + " --out " + quote(scratch() / "plain_file2" / "out.svg")), "out.svg");
+}
+
+// ============================================================== regressions found by fuzzing and review
+
+TEST_CASE("regression: seq_len = 2^63-1 is refused without overflowing (fuzz/corpus/data/regression_seq_len_overflow.bin)") {
+  // Each message used to compute seq_len + 1 in int64 (undefined behaviour, reported by UBSan).
+  const std::vector<int64_t> tokens(100, 7);
+  const int64_t huge = INT64_MAX;
+  CHECK_THROWS_WITH_AS(split_tokens(tokens, 0.1, huge), doctest::Contains("needs 9223372036854775808"), Error);
+  CHECK_THROWS_WITH_AS(EvalWindows(tokens, huge), doctest::Contains("needs at least 9223372036854775808"), Error);
+  CHECK_THROWS_AS(BatchSampler(tokens, 2, huge, 1), Error);
+  // And a batch whose size overflows is refused by the sampler itself.
+  CHECK_THROWS_WITH_AS(BatchSampler(tokens, INT64_MAX / 2, 8, 1, 0, 4), doctest::Contains("too large a batch"), Error);
+}
+
+TEST_CASE("regression: an empty tensor whose other dimensions overflow the strides (fuzz/corpus/safetensors/regression_zero_dim_huge_strides.safetensors)") {
+  safetensors::Contents c;
+  c.tensors.push_back({"empty", {"F32", {0, int64_t{1} << 62, int64_t{1} << 62}, ""}});
+  CHECK_THROWS_WITH_AS(nn::from_contents(safetensors::parse(safetensors::serialize(c), "x"), "x"),
+                       doctest::Contains("too large to index"), Error);
+  c.tensors[0].second.shape = {0, 3, 5};  // an ordinary empty tensor still loads
+  CHECK(nn::from_contents(c, "x").at("empty").shape() == Dims({0, 3, 5}));
+}
