@@ -35,6 +35,7 @@ struct Options {
   int64_t seq_len = 128, batch = 16;
   int64_t prompt = 16, new_tokens = 64;  // generate
   int threads = 2;
+  int blas_threads = 0;  // OpenBLAS threads; 0: the same as threads
   int64_t warmup = 2, reps = 5;
   uint64_t seed = 0;
   double lr = 1e-3, weight_decay = 0.1;
@@ -56,6 +57,8 @@ inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit
   app.add_option("--prompt", o.prompt, "generate: prompt length");
   app.add_option("--new-tokens", o.new_tokens, "generate: tokens decoded per repetition");
   app.add_option("--threads", o.threads, "OpenMP / BLAS / intra-op threads")->check(CLI::PositiveNumber);
+  app.add_option("--blas-threads", o.blas_threads, "OpenBLAS threads when different from --threads (0: the same)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", o.warmup, "untimed repetitions first")->check(CLI::NonNegativeNumber);
   app.add_option("--reps", o.reps, "timed repetitions")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed);
@@ -67,6 +70,7 @@ inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit
     *exit_code = app.exit(e);
     return false;
   }
+  if (o.blas_threads == 0) o.blas_threads = o.threads;
   return true;
 }
 
@@ -153,6 +157,7 @@ inline void emit(const char* impl, const Options& o, const Timings& t, double ba
                       {"seq_len", o.seq_len},
                       {"batch", o.workload == "generate" ? 1 : o.batch},
                       {"threads", o.threads},
+                      {"blas_threads", o.blas_threads},
                       {"tokens_per_rep", tokens_per_rep(o)},
                       {"times_ms", t.wall_ms},
                       {"median_ms", med},

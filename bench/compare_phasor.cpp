@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   if (!C::parse(argc, argv, "compare_phasor", o, &code)) return code;
   try {
     omp_set_num_threads(o.threads);
-    openblas_set_num_threads(o.threads);
+    openblas_set_num_threads(o.blas_threads);
     const double base_rss = C::proc_status_mib("VmRSS");
     Generator gen(o.seed + 1);
     C::Timings ms;

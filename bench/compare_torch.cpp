@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   if (!C::parse(argc, argv, "compare_torch", o, &code)) return code;
   try {
     torch::set_num_threads(o.threads);
-    openblas_set_num_threads(o.threads);
+    openblas_set_num_threads(o.blas_threads);
     const double base_rss = C::proc_status_mib("VmRSS");
     torch::manual_seed(o.seed + 1);
     C::Timings ms;

@@ -202,8 +202,8 @@ int main(int argc, char** argv) {
       init_distributed(dist);
       if (!resume_dir.empty())  // a resumed run is the checkpoint's run: only its length may change
         for (const CLI::Option* opt : train_cmd->get_options())
-          PHASOR_CHECK(opt->count() == 0 || opt->get_name() == "--resume" || opt->get_name() == "--steps" ||
-                           opt->get_name() == "--distributed" || opt->get_name() == "--dist-timeout",  // how to run, not what
+          PHASOR_CHECK(opt->count() == 0 || opt->check_lname("resume") || opt->check_lname("steps") ||
+                           opt->check_lname("distributed") || opt->check_lname("dist-timeout"),  // how to run, not what
                        "train: ", opt->get_name(),
                        " cannot be combined with --resume (the run continues with its own options; only --steps may change)");
       const TrainSummary s = resume_dir.empty() ? train(train_opts)
