@@ -1,4 +1,4 @@
-// The `phasor` command line: train, eval, generate, plot, info.
+// The `phasor` command line: train, eval, generate, plot, attention, info.
 // Every failure ends with one line on stderr and a non-zero exit status.
 #include <cerrno>
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "models/attention_map.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
 #include "models/distributed.h"
@@ -181,6 +182,16 @@ int main(int argc, char** argv) {
   plot_cmd->add_option("runs", runs, "run folders")->required();
   plot_cmd->add_option("--out", out_file, "output SVG file");
 
+  // attention
+  std::string attention_text, attention_out;
+  int64_t attention_layer = 0, attention_head = 0;
+  auto* attention_cmd = app.add_subcommand("attention", "draw one head's attention map for a text as an SVG heat map");
+  attention_cmd->add_option("--checkpoint", checkpoint, "model.safetensors")->required();
+  attention_cmd->add_option("--text", attention_text, "the text (one token per byte)")->required();
+  attention_cmd->add_option("--layer", attention_layer, "layer index, from 0")->required();
+  attention_cmd->add_option("--head", attention_head, "head index, from 0")->required();
+  attention_cmd->add_option("--out", attention_out, "output SVG file")->required();
+
   // info
   auto* info_cmd = app.add_subcommand("info", "print the config and parameter count of a checkpoint");
   info_cmd->add_option("checkpoint", checkpoint)->required();
@@ -249,6 +260,15 @@ int main(int argc, char** argv) {
     if (*plot_cmd) {
       plot_runs(runs, out_file);
       std::printf("wrote %s\n", out_file.c_str());
+      return 0;
+    }
+    if (*attention_cmd) {
+      const auto model = load_model(checkpoint);
+      const std::vector<int64_t> ids = ByteTokenizer().encode(attention_text);
+      const Tensor map = attention_map(*model, ids, attention_layer, attention_head);
+      write_text_atomically(attention_out, attention_map_svg(map, ids, "layer " + std::to_string(attention_layer) + ", head " +
+                                                                           std::to_string(attention_head) + " (" + model->config().position + ")"));
+      std::printf("wrote %s\n", attention_out.c_str());
       return 0;
     }
     if (*info_cmd) {

@@ -56,10 +56,12 @@ Attention::Attention(const ModelConfig& config, Generator* gen) : config_(config
 }
 
 // The readable reference: the spec's formulas, one autograd op at a time.
-Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset) const {
+Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset, Tensor* r_out, Tensor* phi_out) const {
   const int64_t n = z.size(1), h = z.size(2), p = z.size(3);
   const Tensor r = sqrt(square(abs(z)) + ops::kEulerEps);   // Euler transform: modulus...
   const Tensor phi = angle(z);                               // ...and phase
+  if (r_out) *r_out = r;
+  if (phi_out) *phi_out = phi;
   // Relative-position angle m w_j (double, then float32), scaled per head by beta.
   std::vector<float> mw(static_cast<size_t>(n * p));
   for (int64_t m = 0; m < n; ++m)
@@ -86,14 +88,24 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset)
       qr = cmha_rotate(qc, delta, phase_bias, beta, offset, config_.rope_base);
       kr = cmha_rotate(kc, delta, Tensor(), beta, offset, config_.rope_base);
     } else {
-      qr = rotate_composed(qc, phase_bias, offset);
-      kr = rotate_composed(kc, Tensor(), offset);
+      AttentionProbe* p = probe.get();
+      qr = rotate_composed(qc, phase_bias, offset, p ? &p->q_r : nullptr, p ? &p->q_phi : nullptr);
+      kr = rotate_composed(kc, Tensor(), offset, p ? &p->k_r : nullptr, p ? &p->k_phi : nullptr);
     }
   } else {
     const bool xpos = config_.position == "xpos";
     const double scale_base = xpos ? config_.xpos_scale_base : 0.0;
     qr = rotate(qc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, +1, DType::Complex64), x.device()));
     kr = rotate(kc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, -1, DType::Complex64), x.device()));
+  }
+  if (probe) {  // gradient studies read these tensors' .grad after backward
+    probe->q = qc;
+    probe->k = kc;
+    probe->q_rotated = qr;
+    probe->k_rotated = kr;
+    const Tensor* kept[] = {&qc, &kc, &qr, &kr, &probe->q_r, &probe->q_phi, &probe->k_r, &probe->k_phi};
+    for (const Tensor* t : kept)
+      if (t->defined() && t->requires_grad()) t->retain_grad();
   }
   // Back to interleaved real pairs: Re(q' conj(k')) summed over pairs is then a real dot product.
   return {reshape(view_as_real(qr), {b, n, h, d}), reshape(view_as_real(kr), {b, n, h, d})};
@@ -120,6 +132,7 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache) co
   const Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
   const Tensor slopes = slopes_.defined() ? ops::to_device(slopes_, x.device()) : Tensor();
   const Tensor probs = attention_softmax(s, 1.0 / std::sqrt(static_cast<double>(d)), cache ? offset : 0, slopes);
+  if (probe) probe->probs = probs;
   const Tensor o = matmul(probs, permute(v, {0, 2, 1, 3}));  // [B, H, N, d]
   return wo->forward(reshape(permute(o, {0, 2, 1, 3}), {b, n, h * d}));
 }

@@ -22,6 +22,16 @@ struct KVCache {
 // ALiBi slopes of the spec (including the rule for head counts that are not powers of two).
 std::vector<double> alibi_slopes(int64_t n_heads);
 
+// What one forward pass of an Attention leaves for a study of its gradients or
+// attention (models/probe.h): set Attention::probe and the next forward fills
+// it. With grad mode on, the query/key tensors also keep their .grad.
+struct AttentionProbe {
+  Tensor q, k;                    // complex [B, N, H, P] views of the projections, before the rotation (rotary variants)
+  Tensor q_rotated, k_rotated;    // complex [B, N, H, P], after it
+  Tensor q_r, q_phi, k_r, k_phi;  // real [B, N, H, P]: the Euler transform (complexformer, RotationImpl::Composed only)
+  Tensor probs;                   // attention probabilities [B, H, N, keys]
+};
+
 // How the ComplexFormer rotation is computed: the fused op (default) or the
 // composition of autograd ops (the readable reference; same numbers).
 enum class RotationImpl { Fused, Composed };
@@ -38,11 +48,13 @@ class Attention : public nn::Module {
   std::shared_ptr<nn::Linear> wq, wk, wv, wo;
   Tensor delta, phase_bias, beta;  // complexformer only
   RotationImpl rotation = RotationImpl::Fused;
+  std::shared_ptr<AttentionProbe> probe;  // null: nothing is kept (the default)
 
  private:
   // Queries and keys after the variant's rotation, as real [B, N, H, d] tensors.
   std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset) const;
-  Tensor rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset) const;
+  // r_out / phi_out receive the Euler transform's intermediates when not null.
+  Tensor rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset, Tensor* r_out = nullptr, Tensor* phi_out = nullptr) const;
 
   ModelConfig config_;
   Tensor slopes_;  // ALiBi, not a parameter

@@ -1,0 +1,109 @@
+#include "models/attention_map.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "models/probe.h"
+#include "models/svg.h"
+
+namespace phasor {
+
+Tensor attention_map(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t layer, int64_t head) {
+  const ModelConfig& c = model.config();
+  const auto n = static_cast<int64_t>(tokens.size());
+  PHASOR_CHECK(n > 0, "attention: --text is empty (give at least one token)");
+  PHASOR_CHECK(n <= kMaxAttentionTokens, "attention: --text has ", n, " tokens, more than the limit of ", kMaxAttentionTokens,
+               " for a readable map");
+  PHASOR_CHECK(layer >= 0 && layer < c.n_layers, "attention: --layer ", layer, " is out of range: the model has ", c.n_layers,
+               " layer(s), 0..", c.n_layers - 1);
+  PHASOR_CHECK(head >= 0 && head < c.n_heads, "attention: --head ", head, " is out of range: the model has ", c.n_heads,
+               " head(s) per layer, 0..", c.n_heads - 1);
+  NoGradGuard no_grad;
+  const ProbeScope probes(model);  // the forward pass keeps every layer's probabilities
+  model.forward(from_vector(tokens, {1, n}));
+  const Tensor probs = probes.layer(static_cast<size_t>(layer)).probs;  // [1, H, N, N]
+  return ops::to(ops::contiguous(to_cpu(ops::select(ops::select(probs, 0, 0), 0, head))), DType::Float64);
+}
+
+std::string token_label(int64_t token) {
+  if (token == ' ') return "\u2423";
+  if (token == '\n') return "\u21b5";
+  if (token == '\t') return "\u21e5";
+  if (token > ' ' && token < 0x7f) return std::string(1, static_cast<char>(token));
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned>(token & 0xff));
+  return hex;
+}
+
+namespace {
+
+// White at 0 to dark blue (#08306b) at 1.
+std::string shade(double p) {
+  const double t = std::clamp(p, 0.0, 1.0);
+  const auto mix = [t](int to) { return static_cast<int>(std::lround(255.0 + (to - 255.0) * t)); };
+  char colour[8];
+  std::snprintf(colour, sizeof colour, "#%02x%02x%02x", mix(0x08), mix(0x30), mix(0x6b));
+  return colour;
+}
+
+}  // namespace
+
+std::string attention_map_svg(const Tensor& map, const std::vector<int64_t>& tokens, const std::string& title) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  PHASOR_CHECK(map.dim() == 2 && map.size(0) == n && map.size(1) == n, "attention_map_svg: map of shape ", map.shape(),
+               " does not match ", n, " tokens");
+  const std::vector<double> a = map.to_vector<double>();
+  const double cell = std::clamp(640.0 / static_cast<double>(n), 3.0, 28.0);
+  const int64_t label_every = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(9.0 / cell)));  // labels stay legible
+  const double font = std::min(13.0, std::max(8.0, cell * 0.7));
+  const double left = 70, top = 90, side = cell * static_cast<double>(n);
+  const double width = left + side + 140, height = top + side + 40;
+
+  std::ostringstream out;
+  out << svg::begin_document(width, height) << "<text x=\"" << svg::fixed(left + side / 2) << "\" y=\"28\" text-anchor=\"middle\" "
+      << "font-size=\"17\" font-weight=\"bold\">" << svg::escape(title) << "</text>\n"
+      << "<text x=\"" << svg::fixed(left + side / 2) << "\" y=\"52\" text-anchor=\"middle\">key (attended to)</text>\n"
+      << "<text x=\"20\" y=\"" << svg::fixed(top + side / 2) << "\" text-anchor=\"middle\" transform=\"rotate(-90 20 "
+      << svg::fixed(top + side / 2) << ")\">query</text>\n"
+      << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << svg::fixed(side) << "\" height=\"" << svg::fixed(side)
+      << "\" fill=\"#f4f4f4\" stroke=\"#333\"/>\n";
+  // Only the cells a query can attend to (non-zero probability) are drawn.
+  for (int64_t m = 0; m < n; ++m)
+    for (int64_t k = 0; k < n; ++k) {
+      const double p = a[static_cast<size_t>(m * n + k)];
+      if (!(p > 0)) continue;
+      out << "<rect class=\"cell\" x=\"" << svg::fixed(left + cell * static_cast<double>(k), 2) << "\" y=\""
+          << svg::fixed(top + cell * static_cast<double>(m), 2) << "\" width=\"" << svg::fixed(cell, 2) << "\" height=\""
+          << svg::fixed(cell, 2) << "\" fill=\"" << shade(p) << "\"><title>query " << m << " '"
+          << svg::escape(token_label(tokens[m])) << "' to key " << k << " '" << svg::escape(token_label(tokens[k])) << "': "
+          << svg::fixed(p, 4) << "</title></rect>\n";
+    }
+  out << "<g font-family=\"monospace\" font-size=\"" << svg::fixed(font) << "\" fill=\"#333\">\n";
+  for (int64_t i = 0; i < n; i += label_every) {
+    const std::string label = svg::escape(token_label(tokens[i]));
+    const double middle = cell * (static_cast<double>(i) + 0.5);
+    out << "<text class=\"key-label\" x=\"" << svg::fixed(left + middle) << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\">"
+        << label << "</text>\n"
+        << "<text class=\"query-label\" x=\"" << left - 6 << "\" y=\"" << svg::fixed(top + middle + font / 3) << "\" text-anchor=\"end\">"
+        << label << "</text>\n";
+  }
+  out << "</g>\n";
+  // Colour bar: probability 0 (bottom) to 1 (top).
+  const double bar_x = left + side + 40, bar_h = std::min(side, 200.0), steps = 20;
+  for (int i = 0; i < steps; ++i)
+    out << "<rect x=\"" << svg::fixed(bar_x) << "\" y=\"" << svg::fixed(top + bar_h * (1 - (i + 1) / steps)) << "\" width=\"16\" height=\""
+        << svg::fixed(bar_h / steps + 0.5) << "\" fill=\"" << shade((i + 0.5) / steps) << "\"/>\n";
+  out << "<rect x=\"" << svg::fixed(bar_x) << "\" y=\"" << top << "\" width=\"16\" height=\"" << svg::fixed(bar_h)
+      << "\" fill=\"none\" stroke=\"#333\"/>\n";
+  for (double v : {0.0, 0.5, 1.0})
+    out << "<text x=\"" << svg::fixed(bar_x + 22) << "\" y=\"" << svg::fixed(top + bar_h * (1 - v) + 4) << "\">" << svg::fixed(v, 1)
+        << "</text>\n";
+  out << "</svg>\n";
+  return out.str();
+}
+
+}  // namespace phasor
