@@ -1,4 +1,4 @@
-// The `phasor` command line: train, eval, generate, plot, attention, info.
+// The `phasor` command line: train, eval, generate, plot, grad, attention, info.
 // Every failure ends with one line on stderr and a non-zero exit status.
 #include <cerrno>
 #include <cstdio>
@@ -15,6 +15,7 @@
 #include "models/data/tokenizer.h"
 #include "models/distributed.h"
 #include "models/evaluate.h"
+#include "models/gradient.h"
 #include "models/model_io.h"
 #include "models/plot.h"
 #include "models/train.h"
@@ -182,6 +183,20 @@ int main(int argc, char** argv) {
   plot_cmd->add_option("runs", runs, "run folders")->required();
   plot_cmd->add_option("--out", out_file, "output SVG file");
 
+  // grad
+  int64_t grad_window = 0;
+  std::string grad_out;
+  bool grad_activations = false;
+  auto* grad_cmd = app.add_subcommand("grad", "gradient of one evaluation window's loss w.r.t. every parameter, as safetensors");
+  grad_cmd->add_option("--checkpoint", checkpoint, "model.safetensors")->required();
+  grad_cmd->add_option("--data", data, "a text file or a built-in corpus")->required();
+  grad_cmd->add_option("--seq-len", seq_len, "window length L")->required()->check(CLI::PositiveNumber);
+  grad_cmd->add_option("--window", grad_window, "which of the spec's evaluation windows (default 0)")->check(CLI::NonNegativeNumber);
+  grad_cmd->add_option("--out", grad_out, "output .safetensors (F32, the checkpoint's parameter names)")->required();
+  grad_cmd->add_flag("--json", json, "print the loss and every gradient's 2-norm as one JSON object");
+  grad_cmd->add_flag("--activations", grad_activations,
+                     "also write dL/dr and dL/dphi at each layer's Euler transform (complexformer only)");
+
   // attention
   std::string attention_text, attention_out;
   int64_t attention_layer = 0, attention_head = 0;
@@ -260,6 +275,19 @@ int main(int argc, char** argv) {
     if (*plot_cmd) {
       plot_runs(runs, out_file);
       std::printf("wrote %s\n", out_file.c_str());
+      return 0;
+    }
+    if (*grad_cmd) {
+      const auto model = load_model(checkpoint);
+      const WindowGradients g = window_gradients(*model, ByteTokenizer().encode(load_text(data)), seq_len, grad_window, grad_activations);
+      save_gradients(grad_out, g, model->config());
+      if (json) {
+        std::printf("%s\n", gradient_norms_json(g).dump().c_str());
+      } else {
+        std::printf("wrote %s: gradients of %zu parameters%s, window %ld of %ld (seq_len %ld), loss %.4f\n", grad_out.c_str(),
+                    g.parameters.size(), g.activations.empty() ? "" : " and the Euler-transform activations",
+                    static_cast<long>(g.window), static_cast<long>(g.windows), static_cast<long>(g.seq_len), g.loss);
+      }
       return 0;
     }
     if (*attention_cmd) {
