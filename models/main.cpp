@@ -77,7 +77,7 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--max-bad-steps", o.max_bad_steps);
   cmd->add_option("--threads", o.threads);
   cmd->add_option("--device", o.device, "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)");
-  cmd->add_flag("--log-heads", o.log_heads, "record per-head delta / phase_bias / beta statistics");
+  cmd->add_flag("--log-heads", o.log_heads, "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform");
 }
 
 TrainOptions options_from_file(const std::string& path) {
@@ -179,9 +179,12 @@ int main(int argc, char** argv) {
   // plot
   std::vector<std::string> runs;
   std::string out_file = "loss.svg";
-  auto* plot_cmd = app.add_subcommand("plot", "draw loss curves of one or more runs into an SVG");
+  bool plot_head_stats = false;
+  auto* plot_cmd = app.add_subcommand("plot", "draw loss curves of one or more runs (or one run's per-head statistics) into an SVG");
   plot_cmd->add_option("runs", runs, "run folders")->required();
-  plot_cmd->add_option("--out", out_file, "output SVG file");
+  plot_cmd->add_option("--out", out_file, "output SVG file (default loss.svg, or heads.svg with --heads)");
+  plot_cmd->add_flag("--heads", plot_head_stats,
+                     "per layer and head of one run trained with --log-heads: delta, beta, phase_bias and the gradient norms at the Euler transform");
 
   // grad
   int64_t grad_window = 0;
@@ -273,7 +276,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*plot_cmd) {
-      plot_runs(runs, out_file);
+      if (plot_head_stats) {
+        PHASOR_CHECK(runs.size() == 1, "plot --heads: give one run folder, got ", runs.size());
+        if (plot_cmd->count("--out") == 0) out_file = "heads.svg";
+        plot_heads(runs[0], out_file);
+      } else {
+        plot_runs(runs, out_file);
+      }
       std::printf("wrote %s\n", out_file.c_str());
       return 0;
     }

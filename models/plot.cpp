@@ -200,4 +200,148 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_
   write_text_atomically(out_svg, loss_curves_svg(runs));
 }
 
+// ---------------------------------------------------------------- per-head statistics
+
+namespace {
+
+struct HeadMetricInfo {
+  const char* key;
+  const char* title;
+  const char* y_label;
+  bool log10;  // norms span orders of magnitude
+};
+// Panel order: the two weights whose balance is the head's mix of semantic
+// angle (delta) and position (beta) first, then the gradients reaching them.
+constexpr HeadMetricInfo kHeadMetrics[] = {
+    {"delta_mean", "delta, weight of the semantic angle (mean over pairs)", "delta", false},
+    {"beta", "beta, weight of the position angle", "beta", false},
+    {"phase_bias_mean", "phase_bias (mean over pairs)", "radians", false},
+    {"q_grad_phi_norm", "queries: |dL/dphi|", "log10 norm", true},
+    {"q_grad_r_norm", "queries: |dL/dr|", "log10 norm", true},
+    {"k_grad_phi_norm", "keys: |dL/dphi|", "log10 norm", true},
+    {"k_grad_r_norm", "keys: |dL/dr|", "log10 norm", true},
+};
+
+const HeadMetricInfo* head_metric(const std::string& key) {
+  for (const HeadMetricInfo& m : kHeadMetrics)
+    if (key == m.key) return &m;
+  return nullptr;
+}
+
+// Layer l's dash pattern (layer 0 solid).
+const char* layer_dash(int64_t l) {
+  static const char* const kDashes[] = {nullptr, "7 4", "2 3", "9 3 2 3", "14 4"};
+  return kDashes[l % static_cast<int64_t>(std::size(kDashes))];
+}
+
+constexpr double kPanelWidth = 540, kPanelHeight = 310, kTitleHeight = 50;
+
+void draw_head_panel(std::ostream& out, const svg::Frame& f, const HeadMetric& metric, const HeadMetricInfo& info) {
+  std::vector<std::vector<LossPoint>> shown;  // the values as drawn (log10 of positive norms)
+  svg::Range steps, values;
+  for (const HeadSeries& s : metric.series) {
+    std::vector<LossPoint> points;
+    for (const LossPoint& p : s.points) {
+      if (info.log10 && !(p.loss > 0)) continue;  // a zero norm has no logarithm
+      points.push_back({p.step, info.log10 ? std::log10(p.loss) : p.loss});
+      steps.add(static_cast<double>(p.step)), values.add(points.back().loss);
+    }
+    shown.push_back(std::move(points));
+  }
+  if (steps.empty()) steps.add(0), values.add(0);  // an empty panel still gets its axes
+  const svg::Axis x = svg::make_axis(steps.min, steps.max, f.left, f.right, 1);
+  const svg::Axis y = svg::make_axis(values.min, values.max, f.bottom, f.top);
+  svg::grid_and_ticks(out, f, x, y);
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const HeadSeries& s = metric.series[i];
+    const char* dash = layer_dash(s.layer);
+    out << "<polyline class=\"head\" data-metric=\"" << metric.key << "\" data-layer=\"" << s.layer << "\" data-head=\"" << s.head
+        << "\" fill=\"none\" stroke=\"" << svg::colour(static_cast<size_t>(s.head)) << "\" stroke-width=\"1.5\""
+        << (dash ? std::string(" stroke-dasharray=\"") + dash + "\"" : "") << " points=\"" << polyline_points(shown[i], x, y)
+        << "\"/>\n";
+  }
+  svg::frame_and_labels(out, f, info.title, "step", info.y_label, 14);
+}
+
+// Heads by colour in one column, layers by dash pattern in the next.
+void draw_head_legend(std::ostream& out, double left, double top, int64_t layers, int64_t heads) {
+  for (int64_t h = 0; h < heads; ++h)
+    legend_row(out, left, top + 22 * static_cast<double>(h), svg::colour(static_cast<size_t>(h)), "head " + std::to_string(h));
+  for (int64_t l = 0; l < layers; ++l)
+    legend_row(out, left + 150, top + 22 * static_cast<double>(l), "#555", "layer " + std::to_string(l), layer_dash(l), 1.5);
+}
+
+}  // namespace
+
+HeadLog read_head_log(const std::string& run_dir) {
+  HeadLog log;
+  log.name = run_name(run_dir);
+  std::map<std::string, std::vector<std::vector<LossPoint>>> values;  // key -> [layer * heads + head]
+  const std::string log_path = for_each_log_line(run_dir, [&](const json& line, const std::string& where) {
+    if (!line.contains("heads") || line["heads"].is_null()) return;  // not a logged step, or not a complexformer
+    const json& layers = line["heads"];
+    PHASOR_CHECK(layers.is_array() && !layers.empty(), where, ": 'heads' must be an array of one object per layer");
+    PHASOR_CHECK(line.contains("step") && line["step"].is_number_integer(), where, ": a heads line needs an integer 'step'");
+    const auto step = line["step"].get<int64_t>();
+    if (log.layers == 0) log.layers = static_cast<int64_t>(layers.size());
+    PHASOR_CHECK(static_cast<int64_t>(layers.size()) == log.layers, where, ": 'heads' has ", layers.size(),
+                 " layers where earlier lines have ", log.layers);
+    for (int64_t l = 0; l < log.layers; ++l) {
+      const json& layer = layers[static_cast<size_t>(l)];
+      PHASOR_CHECK(layer.is_object(), where, ": 'heads' entry ", l, " must be an object");
+      for (const auto& [key, per_head] : layer.items()) {
+        if (!head_metric(key)) continue;  // a statistic this chart does not draw
+        PHASOR_CHECK(per_head.is_array() && !per_head.empty(), where, ": layer ", l, " '", key, "' must be an array of one number per head");
+        if (log.heads == 0) log.heads = static_cast<int64_t>(per_head.size());
+        PHASOR_CHECK(static_cast<int64_t>(per_head.size()) == log.heads, where, ": layer ", l, " '", key, "' has ",
+                     per_head.size(), " heads where earlier entries have ", log.heads);
+        auto& series = values[key];
+        series.resize(static_cast<size_t>(log.layers * log.heads));
+        for (int64_t h = 0; h < log.heads; ++h) {
+          const json& v = per_head[static_cast<size_t>(h)];
+          if (v.is_null()) continue;  // NaN
+          PHASOR_CHECK(v.is_number(), where, ": layer ", l, " '", key, "' holds a value that is not a number");
+          series[static_cast<size_t>(l * log.heads + h)].push_back({step, v.get<double>()});
+        }
+      }
+    }
+  });
+  PHASOR_CHECK(!values.empty(), "plot --heads: '", log_path,
+               "' has no per-head statistics (train a complexformer with --log-heads)");
+  for (const HeadMetricInfo& info : kHeadMetrics) {
+    auto found = values.find(info.key);
+    if (found == values.end()) continue;
+    HeadMetric metric{info.key, {}};
+    for (size_t i = 0; i < found->second.size(); ++i) {
+      sort_keeping_latest(found->second[i]);
+      metric.series.push_back({static_cast<int64_t>(i) / log.heads, static_cast<int64_t>(i) % log.heads, found->second[i]});
+    }
+    log.metrics.push_back(std::move(metric));
+  }
+  return log;
+}
+
+std::string head_statistics_svg(const HeadLog& log) {
+  PHASOR_CHECK(!log.metrics.empty(), "plot --heads: no per-head statistics to plot");
+  const size_t cells = log.metrics.size() + 1;  // the last cell holds the legend
+  const double width = 2 * kPanelWidth, height = kTitleHeight + static_cast<double>((cells + 1) / 2) * kPanelHeight;
+  std::ostringstream out;
+  out << svg::begin_document(width, height) << "<text x=\"" << width / 2
+      << "\" y=\"30\" text-anchor=\"middle\" font-size=\"20\" font-weight=\"bold\">Per-head CMHA statistics: "
+      << svg::escape(log.name) << "</text>\n";
+  const auto cell = [&](size_t i) { return std::pair{static_cast<double>(i % 2) * kPanelWidth, kTitleHeight + static_cast<double>(i / 2) * kPanelHeight}; };
+  for (size_t i = 0; i < log.metrics.size(); ++i) {
+    const auto [x, y] = cell(i);
+    draw_head_panel(out, {x + 85, x + kPanelWidth - 25, y + 45, y + kPanelHeight - 65}, log.metrics[i], *head_metric(log.metrics[i].key));
+  }
+  const auto [x, y] = cell(log.metrics.size());
+  draw_head_legend(out, x + 85, y + 45, log.layers, log.heads);
+  out << "</svg>\n";
+  return out.str();
+}
+
+void plot_heads(const std::string& run_dir, const std::string& out_svg) {
+  write_text_atomically(out_svg, head_statistics_svg(read_head_log(run_dir)));
+}
+
 }  // namespace phasor

@@ -1,5 +1,6 @@
 #pragma once
-// Loss curves of one or more training runs, drawn as a self-contained SVG.
+// Loss curves of one or more training runs, and the per-head statistics of a
+// run trained with --log-heads, drawn as self-contained SVGs.
 // A run folder holds log.jsonl: training lines {"step", "loss", "lr",
 // "tokens_per_s", ...} and validation lines {"step", "val_loss", ...}.
 #include <cstdint>
@@ -29,5 +30,34 @@ std::string loss_curves_svg(const std::vector<RunLog>& runs);
 
 // Reads every run and writes loss_curves_svg to out_svg atomically.
 void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg);
+
+// Per-head statistics of a complexformer run trained with --log-heads
+// (models/train.cpp writes them as "heads": one object per layer, each key an
+// array of one number per head). For each metric, one (step, value) series per
+// layer and head.
+struct HeadSeries {
+  int64_t layer = 0, head = 0;
+  std::vector<LossPoint> points;  // (step, value), sorted by step, one per step
+};
+struct HeadMetric {
+  std::string key;  // as logged: delta_mean, beta, phase_bias_mean, {q,k}_grad_{phi,r}_norm
+  std::vector<HeadSeries> series;  // layer-major: index layer * heads + head
+};
+struct HeadLog {
+  std::string name;  // the run folder's base name
+  int64_t layers = 0, heads = 0;
+  std::vector<HeadMetric> metrics;  // in the order above; a metric the log lacks is left out
+};
+
+// Reads <run_dir>/log.jsonl; phasor::Error names the line of a malformed
+// "heads" entry, and a log without any (another variant, or no --log-heads).
+HeadLog read_head_log(const std::string& run_dir);
+
+// One panel per metric against step, one line per head (colour: head, dash
+// pattern: layer); gradient norms on a log10 scale.
+std::string head_statistics_svg(const HeadLog& log);
+
+// Reads the run and writes head_statistics_svg to out_svg atomically.
+void plot_heads(const std::string& run_dir, const std::string& out_svg);
 
 }  // namespace phasor

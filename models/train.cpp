@@ -20,7 +20,9 @@
 #include "models/data/tokenizer.h"
 #include "models/distributed.h"
 #include "models/evaluate.h"
+#include "models/gradient.h"
 #include "models/model_io.h"
+#include "models/probe.h"
 #include "nn/atomic_file.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
@@ -249,17 +251,36 @@ struct Run {
     return loss;
   }
 
+  // --log-heads: probes on every layer during the steps that are logged, so
+  // their backward leaves the gradients reaching the Euler transform
+  // (models/gradient.h). Other steps, and runs without the flag, carry none.
+  void probe_heads(bool on) {
+    head_probes.reset();
+    if (on && options.model.position == "complexformer") head_probes = std::make_unique<ProbeScope>(*model);
+  }
+
+  // Per layer, one value per head: the means over pairs of delta and
+  // phase_bias, beta, and the 2-norms (over the batch on this rank, positions
+  // and pairs) of dL/dr and dL/dphi of queries and keys. null for other variants.
   nlohmann::json head_statistics() const {
+    NoGradGuard no_grad;
     nlohmann::json layers = nlohmann::json::array();
-    for (const auto& layer : model->layers) {
-      const Attention& a = *layer->attn;
+    for (size_t l = 0; l < model->layers.size(); ++l) {
+      const Attention& a = *model->layers[l]->attn;
       if (!a.delta.defined()) return nullptr;
-      layers.push_back({{"delta_mean", mean(a.delta, {1}).to_vector<double>()},
-                        {"phase_bias_mean", mean(a.phase_bias, {1}).to_vector<double>()},
-                        {"beta", a.beta.to_vector<double>()}});
+      nlohmann::json stats = {{"delta_mean", mean(a.delta, {1}).to_vector<double>()},
+                              {"phase_bias_mean", mean(a.phase_bias, {1}).to_vector<double>()},
+                              {"beta", a.beta.to_vector<double>()}};
+      if (head_probes) {
+        const EulerGradientNorms g = euler_gradient_norms(euler_gradients(head_probes->layer(l), a.delta));
+        stats["q_grad_r_norm"] = g.q_r, stats["q_grad_phi_norm"] = g.q_phi;
+        stats["k_grad_r_norm"] = g.k_r, stats["k_grad_phi_norm"] = g.k_phi;
+      }
+      layers.push_back(std::move(stats));
     }
     return layers;
   }
+  std::unique_ptr<ProbeScope> head_probes;
 
   std::string previous_checkpoint_;
 };
@@ -291,6 +312,7 @@ TrainSummary run_loop(Run& run) {
     const double lr = nn::warmup_cosine_lr(run.step, o.warmup, o.steps, o.lr, o.min_lr);
     run.optimizer->set_lr(lr);
     const Batch b = run.sampler->next();
+    if (o.log_heads) run.probe_heads((run.step + 1) % o.log_every == 0 || run.step + 1 == o.steps);  // the steps logged below
     const Tensor loss = run.model->loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len}));
     double loss_value = loss.item<double>();
     if (fault.at(run.step) && fault.kind != "grad") loss_value = fault.kind == "inf" ? INFINITY : NAN;
@@ -330,7 +352,10 @@ TrainSummary run_loop(Run& run) {
       window_start = now;
       window_tokens = 0;
       nlohmann::json line = {{"step", run.step}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}};
-      if (o.log_heads) line["heads"] = run.head_statistics();
+      if (o.log_heads) {
+        line["heads"] = run.head_statistics();
+        run.probe_heads(false);  // free them before validation's forward passes
+      }
       run.write_log(line);
       const double elapsed = std::chrono::duration<double>(now - start).count();
       const double eta = elapsed / static_cast<double>(run.step - first_step) * static_cast<double>(o.steps - run.step);

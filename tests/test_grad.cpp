@@ -1,9 +1,9 @@
-// The complex-gradient study (models/gradient.h, `phasor grad`):
+// The complex-gradient study (models/gradient.h, `phasor grad`, train --log-heads):
 // window gradients against central finite differences of the evaluation loss
 // in float64, the Euler-transform gradients dL/dr and dL/dphi against the
 // autograd gradients of the composed rotation's r and phi and against the
 // chain rule to the complex queries/keys, one CLI run read back from its
-// file, and the command's bad input.
+// file, the logged per-head gradient norms, and the command's bad input.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -27,8 +27,10 @@
 #include "models/gradient.h"
 #include "models/model_io.h"
 #include "models/probe.h"
+#include "models/train.h"
 #include "models/transformer.h"
 #include "nn/checkpoint.h"
+#include "nn/optim.h"
 #include "phasor.h"
 
 using namespace phasor;
@@ -347,6 +349,67 @@ TEST_CASE("phasor grad writes the window's gradients under the checkpoint's name
     const auto& group = j["grad_norms"].contains(name) ? j["grad_norms"] : j["activation_norms"];
     REQUIRE_MESSAGE(group.contains(name), name);
     CHECK_MESSAGE(group[name].get<double>() == doctest::Approx(n).epsilon(1e-5), name);
+  }
+}
+
+TEST_CASE("train --log-heads logs the per-head gradient norms of the logged step's batch") {
+  TrainOptions o;
+  o.model = tiny_config("complexformer");
+  o.data = data_file().string();
+  o.run_dir = (scratch() / "heads_run").string();
+  o.seq_len = 16;
+  o.batch = 3;
+  o.steps = 3;
+  o.log_every = 2;  // logs steps 2 and 3 (the last)
+  o.eval_every = 0;
+  o.eval_windows = 1;
+  o.val_fraction = 0.2;
+  o.threads = 1;
+  o.log_heads = true;
+  train(o);
+
+  std::vector<nlohmann::json> logged;
+  std::ifstream log(o.run_dir + "/log.jsonl");
+  for (std::string line; std::getline(log, line);)
+    if (auto j = nlohmann::json::parse(line); j.contains("heads")) logged.push_back(j);
+  REQUIRE(logged.size() == 2);
+  CHECK(logged[0]["step"] == 2);
+  for (const auto& j : logged) {
+    REQUIRE(j["heads"].size() == static_cast<size_t>(o.model.n_layers));
+    for (const auto& layer : j["heads"])
+      for (const char* key : {"delta_mean", "phase_bias_mean", "beta", "q_grad_r_norm", "q_grad_phi_norm", "k_grad_r_norm", "k_grad_phi_norm"}) {
+        REQUIRE_MESSAGE(layer.contains(key), key);
+        CHECK(layer[key].size() == static_cast<size_t>(o.model.n_heads));
+      }
+  }
+
+  // Step 2's numbers again, independently: the model after one AdamW step on
+  // the first batch, then the second batch's backward through the probes.
+  const TextSplit data = split_tokens(ByteTokenizer().encode(sample_text()), o.val_fraction, o.seq_len);
+  BatchSampler sampler(data.train, o.batch, o.seq_len, o.seed);
+  CausalLM model(o.model, o.seed);
+  nn::AdamW opt({{model.decayed_parameters(), o.weight_decay, 1.0}, {model.undecayed_parameters(), 0.0, 1.0}},
+                nn::AdamWOptions{nn::warmup_cosine_lr(0, o.warmup, o.steps, o.lr, o.min_lr), o.beta1, o.beta2, 1e-8});
+  Batch b = sampler.next();
+  model.loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len})).backward();
+  nn::clip_grad_norm(model.parameters(), o.grad_clip);
+  opt.step();
+  opt.zero_grad();
+  b = sampler.next();
+  const ProbeScope probes(model);
+  model.loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len})).backward();
+  for (int64_t l = 0; l < o.model.n_layers; ++l) {
+    const EulerGradientNorms n = euler_gradient_norms(euler_gradients(probes.layer(static_cast<size_t>(l)), model.layers[l]->attn->delta));
+    const auto& layer = logged[0]["heads"][l];
+    for (int64_t h = 0; h < o.model.n_heads; ++h) {
+      CAPTURE(l);
+      CAPTURE(h);
+      CHECK(n.q_r[h] > 0);
+      CHECK(layer["q_grad_r_norm"][h].get<double>() == doctest::Approx(n.q_r[h]).epsilon(1e-4));
+      CHECK(layer["q_grad_phi_norm"][h].get<double>() == doctest::Approx(n.q_phi[h]).epsilon(1e-4));
+      CHECK(layer["k_grad_r_norm"][h].get<double>() == doctest::Approx(n.k_r[h]).epsilon(1e-4));
+      CHECK(layer["k_grad_phi_norm"][h].get<double>() == doctest::Approx(n.k_phi[h]).epsilon(1e-4));
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// Loss-curve plots of training runs (models/plot.h).
+// Loss-curve plots of training runs, and the per-head statistics charts of --log-heads runs (models/plot.h).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "models/data/corpus.h"
 #include "models/plot.h"
@@ -110,6 +113,83 @@ TEST_CASE("plot errors name the missing folder, the empty log and the malformed 
 
   std::ofstream(dir / "broken" / "log.jsonl") << "{\"loss\": 2.0}\n";
   CHECK_THROWS_WITH_AS(plot_runs({(dir / "broken").string()}, out), doctest::Contains(":1: a loss line needs"), Error);
+  CHECK_FALSE(fs::exists(out));
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// A log as `train --log-heads` writes it: every 10 steps, per layer, one
+// number per head for each statistic; the gradient norms fall over training.
+fs::path write_fake_head_run(const fs::path& parent, int layers, int heads, bool with_grad_norms = true) {
+  const fs::path dir = parent / "cmha";
+  fs::create_directories(dir);
+  std::ofstream log(dir / "log.jsonl");
+  for (int step = 10; step <= 100; step += 10) {
+    nlohmann::json per_layer = nlohmann::json::array();
+    for (int l = 0; l < layers; ++l) {
+      nlohmann::json stats;
+      for (const char* key : {"delta_mean", "phase_bias_mean", "beta", "q_grad_r_norm", "q_grad_phi_norm", "k_grad_r_norm", "k_grad_phi_norm"}) {
+        if (!with_grad_norms && std::string(key).ends_with("_norm")) continue;
+        std::vector<double> values;
+        for (int h = 0; h < heads; ++h) values.push_back(std::string(key).ends_with("_norm") ? 0.5 / step + h * 1e-3 : 1.0 + 0.01 * step * (h - l));
+        stats[key] = values;
+      }
+      per_layer.push_back(stats);
+    }
+    log << nlohmann::json{{"step", step}, {"loss", 3.0}, {"heads", per_layer}}.dump() << "\n";
+    log << "{\"step\": " << step << ", \"val_loss\": 3.1}\n";
+  }
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("plot_heads draws one line per layer and head in a panel per statistic") {
+  const fs::path dir = fresh_temp_dir("plot_heads");
+  const fs::path run = write_fake_head_run(dir, 2, 3);
+  const HeadLog log = read_head_log(run.string());
+  CHECK(log.layers == 2);
+  CHECK(log.heads == 3);
+  REQUIRE(log.metrics.size() == 7);
+  CHECK(log.metrics[0].key == "delta_mean");
+  CHECK(log.metrics[1].key == "beta");
+  REQUIRE(log.metrics[0].series.size() == 6);
+  CHECK(log.metrics[0].series[5].layer == 1);
+  CHECK(log.metrics[0].series[5].head == 2);
+  REQUIRE(log.metrics[0].series[5].points.size() == 10);
+  CHECK(log.metrics[0].series[5].points[9].loss == doctest::Approx(2.0));  // 1 + 0.01 * 100 * (2 - 1)
+
+  const std::string out = (dir / "heads.svg").string();
+  plot_heads(run.string(), out);
+  const std::string svg = read_text_file(out);
+  CHECK(svg.starts_with("<svg"));
+  CHECK(count(svg, "<polyline class=\"head\"") == 7 * 2 * 3);
+  CHECK(count(svg, "data-metric=\"k_grad_phi_norm\" data-layer=\"1\" data-head=\"2\"") == 1);
+  CHECK(svg.find("keys: |dL/dphi|") != std::string::npos);
+  CHECK(svg.find("log10 norm") != std::string::npos);
+  CHECK(svg.find(">head 2</text>") != std::string::npos);
+  CHECK(svg.find(">layer 1</text>") != std::string::npos);
+  CHECK(count(svg, "<text") == count(svg, "</text>"));
+  CHECK(svg.find("nan") == std::string::npos);
+
+  // An older log without gradient norms: three panels.
+  const fs::path older = write_fake_head_run(fresh_temp_dir("plot_heads_old"), 1, 2, false);
+  CHECK(count(head_statistics_svg(read_head_log(older.string())), "<polyline class=\"head\"") == 3 * 1 * 2);
+  fs::remove_all(dir);
+  fs::remove_all(older.parent_path());
+}
+
+TEST_CASE("plot_heads refuses a log without per-head statistics, and a malformed heads entry") {
+  const fs::path dir = fresh_temp_dir("plot_heads_errors");
+  const fs::path plain = write_fake_run(dir, "rope", 1.4, 100);
+  const std::string out = (dir / "heads.svg").string();
+  CHECK_THROWS_WITH_AS(plot_heads(plain.string(), out), doctest::Contains("has no per-head statistics"), Error);
+
+  fs::create_directories(dir / "ragged");
+  std::ofstream(dir / "ragged" / "log.jsonl") << "{\"step\": 1, \"heads\": [{\"beta\": [1, 2]}]}\n"
+                                              << "{\"step\": 2, \"heads\": [{\"beta\": [1, 2, 3]}]}\n";
+  CHECK_THROWS_WITH_AS(plot_heads((dir / "ragged").string(), out), doctest::Contains("log.jsonl:2: layer 0 'beta' has 3 heads"), Error);
   CHECK_FALSE(fs::exists(out));
   fs::remove_all(dir);
 }
