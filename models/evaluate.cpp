@@ -6,7 +6,9 @@
 #include "autograd/functions.h"
 #include "autograd/fused.h"
 #include "autograd/grad_mode.h"
+#include "models/data/corpus.h"
 #include "models/data/dataset.h"
+#include "models/data/tokenizer.h"
 
 namespace phasor {
 
@@ -76,6 +78,16 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
     if (i + 1 < options.tokens) logits = model.forward(from_vector(std::vector<int64_t>{next}, {1, 1}), &cache);
   }
   return out;
+}
+
+double arith_exact_match(const CausalLM& model, size_t problems) {
+  const ByteTokenizer tokenizer;
+  SampleOptions greedy;
+  greedy.temperature = 0;
+  return exact_match(arith_heldout_problems(problems), [&](const std::string& prompt, size_t max_len) {
+    greedy.tokens = static_cast<int64_t>(max_len);
+    return tokenizer.decode(generate(model, tokenizer.encode("\n" + prompt), greedy));
+  });
 }
 
 }  // namespace phasor

@@ -30,4 +30,9 @@ struct SampleOptions {
 std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options,
                               const std::function<void(int64_t)>& on_token = nullptr);
 
+// Exact-match accuracy on `problems` held-out arithmetic problems (see
+// arith_heldout_problems), decoding greedily after "\n" + prompt: in the arith
+// corpus every problem starts a line.
+double arith_exact_match(const CausalLM& model, size_t problems);
+
 }  // namespace phasor

@@ -1,4 +1,4 @@
-// The `phasor` command line: train, eval, generate, plot, grad, attention, info.
+// The `phasor` command line: train, eval, generate, plot, grad, attention, info (and sweep).
 // Every failure ends with one line on stderr and a non-zero exit status.
 #include <cerrno>
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include "models/gradient.h"
 #include "models/model_io.h"
 #include "models/plot.h"
+#include "models/sweep.h"
 #include "models/train.h"
 
 using namespace phasor;
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
 
   // eval
   std::string checkpoint, data;
-  int64_t seq_len = 128, max_windows = 0, eval_batch = 8;
+  int64_t seq_len = 128, max_windows = 0, eval_batch = 8, arith_problems = 0;
   bool json = false;
   auto* eval_cmd = app.add_subcommand("eval", "loss and perplexity over the spec's evaluation windows");
   eval_cmd->add_option("--checkpoint", checkpoint, "model.safetensors")->required();
@@ -163,6 +164,9 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--seq-len", seq_len, "window length L")->check(CLI::PositiveNumber);
   eval_cmd->add_option("--max-windows", max_windows, "score at most K windows (0: all)")->check(CLI::NonNegativeNumber);
   eval_cmd->add_option("--batch", eval_batch, "windows per forward pass")->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--arith-problems", arith_problems,
+                       "also score this many held-out arithmetic problems by greedy exact match (at most 100000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000}));
   eval_cmd->add_flag("--json", json, "print one JSON object");
 
   // generate
@@ -214,6 +218,23 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand("info", "print the config and parameter count of a checkpoint");
   info_cmd->add_option("checkpoint", checkpoint)->required();
 
+  // sweep
+  std::string preset = "quick", sweep_out, sweep_cell, sweep_device;
+  int64_t sweep_steps = 0, sweep_seeds = 0, sweep_eval_tokens = 0;
+  int sweep_jobs = 0;
+  bool report_only = false;
+  auto* sweep_cmd = app.add_subcommand("sweep", "train and evaluate every variant on every task with several seeds (docs/RESULTS.md)");
+  sweep_cmd->add_option("--preset", preset, "quick (a 2-core CPU, under 40 minutes) or full (a GPU)")->check(CLI::IsMember({"quick", "full"}));
+  sweep_cmd->add_option("--out", sweep_out, "folder of the sweep; rerunning continues it")->required();
+  sweep_cmd->add_option("--jobs", sweep_jobs, "cells trained at once (default: the preset's)")->check(CLI::Range(1, 256));
+  sweep_cmd->add_option("--steps", sweep_steps, "training steps per cell (default: the preset's)")->check(CLI::PositiveNumber);
+  sweep_cmd->add_option("--seeds", sweep_seeds, "seeds per cell (default: the preset's)")->check(CLI::Range(int64_t{1}, int64_t{100}));
+  sweep_cmd->add_option("--eval-tokens", sweep_eval_tokens, "predictions scored per evaluation length (default: the preset's)")
+      ->check(CLI::PositiveNumber);
+  sweep_cmd->add_option("--device", sweep_device, "cpu or cuda (default: the preset's)")->check(CLI::IsMember({"cpu", "cuda"}));
+  sweep_cmd->add_flag("--report-only", report_only, "only rewrite report.md and the plots from the results so far");
+  sweep_cmd->add_option("--cell", sweep_cell, "run one cell of an existing sweep in this process (what the sweep itself starts)");
+
   try {
     refuse_out_of_range_integers(app);
     app.parse(argc, argv);
@@ -249,11 +270,15 @@ int main(int argc, char** argv) {
         PHASOR_CHECK(seq_len <= model->config().max_seq_len, "eval: --seq-len ", seq_len, " exceeds max_seq_len ",
                      model->config().max_seq_len, " of this 'learned' position model");
       const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data)), seq_len, max_windows, eval_batch);
+      nlohmann::json out = {{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"windows", r.windows}, {"seq_len", r.seq_len}};
+      if (arith_problems > 0) out["exact_match"] = arith_exact_match(*model, static_cast<size_t>(arith_problems));
       if (json) {
-        std::printf("%s\n", nlohmann::json{{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"windows", r.windows}, {"seq_len", r.seq_len}}.dump().c_str());
+        std::printf("%s\n", out.dump().c_str());
       } else {
         std::printf("loss %.4f nats/token, ppl %.3f over %ld windows of %ld tokens (%ld predictions)\n", r.loss, r.ppl,
                     static_cast<long>(r.windows), static_cast<long>(r.seq_len), static_cast<long>(r.tokens));
+        if (arith_problems > 0)
+          std::printf("exact match %.4f on %ld held-out arithmetic problems\n", out["exact_match"].get<double>(), static_cast<long>(arith_problems));
       }
       return 0;
     }
@@ -284,6 +309,24 @@ int main(int argc, char** argv) {
         plot_runs(runs, out_file);
       }
       std::printf("wrote %s\n", out_file.c_str());
+      return 0;
+    }
+    if (*sweep_cmd) {
+      if (!sweep_cell.empty()) {
+        run_sweep_cell(sweep_out, sweep_cell);
+        return 0;
+      }
+      if (!report_only) {
+        SweepPlan plan = sweep_preset(preset);
+        if (sweep_jobs > 0) plan.jobs = sweep_jobs;
+        if (sweep_steps > 0) plan.steps = sweep_steps, plan.warmup = std::min(plan.warmup, sweep_steps / 10);
+        if (sweep_seeds > 0) plan.seeds = sweep_seeds;
+        if (sweep_eval_tokens > 0) plan.eval_tokens = sweep_eval_tokens;
+        if (!sweep_device.empty()) plan.device = sweep_device;
+        run_sweep(plan, sweep_out, std::filesystem::read_symlink("/proc/self/exe").string());
+      }
+      write_sweep_report(sweep_out);
+      std::printf("wrote %s/report.md\n", sweep_out.c_str());
       return 0;
     }
     if (*grad_cmd) {

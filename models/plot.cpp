@@ -193,6 +193,39 @@ std::string loss_curves_svg(const std::vector<RunLog>& runs) {
   return out.str();
 }
 
+std::string line_chart_svg(const std::string& title, const std::vector<LineSeries>& series, const std::string& x_label,
+                           const std::string& y_label, bool log2_x) {
+  svg::Range xs, ys;
+  for (const LineSeries& s : series)
+    for (const auto& [x, y] : s.points) {
+      PHASOR_CHECK(!log2_x || x > 0, "plot: x value ", x, " of '", s.name, "' cannot go on a logarithmic axis");
+      xs.add(log2_x ? std::log2(x) : x), ys.add(y);
+    }
+  PHASOR_CHECK(!xs.empty(), "plot: no points to plot");
+  const svg::Frame& f = kLossFrame;
+  const svg::Axis x = svg::make_axis(xs.min, xs.max, f.left, f.right, log2_x ? 1 : 0);
+  const svg::Axis y = svg::make_axis(ys.min, ys.max, f.bottom, f.top);
+  std::ostringstream out;
+  out << svg::begin_document(kWidth, kHeight);
+  svg::grid_and_ticks(out, f, x, y, log2_x);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const auto px = [&](double v) { return svg::fixed(x.to_pixel(log2_x ? std::log2(v) : v)); };
+    std::string points;
+    for (const auto& [vx, vy] : series[i].points) points += (points.empty() ? "" : " ") + px(vx) + ',' + svg::fixed(y.to_pixel(vy));
+    out << "<g stroke=\"" << svg::colour(i) << "\" stroke-width=\"2\">\n<polyline class=\"series\" fill=\"none\" points=\"" << points
+        << "\"/>\n";
+    for (const auto& [vx, vy] : series[i].points)
+      out << "<circle cx=\"" << px(vx) << "\" cy=\"" << svg::fixed(y.to_pixel(vy)) << "\" r=\"3.5\" fill=\"white\"/>\n";
+    out << "</g>\n";
+    names.push_back(series[i].name);
+  }
+  svg::frame_and_labels(out, f, title, x_label, y_label);
+  draw_swatches(out, names);
+  out << "</svg>\n";
+  return out.str();
+}
+
 void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg) {
   PHASOR_CHECK(!run_dirs.empty(), "plot: no run folders given");
   std::vector<RunLog> runs;

@@ -5,6 +5,7 @@
 // "tokens_per_s", ...} and validation lines {"step", "val_loss", ...}.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace phasor {
@@ -27,6 +28,17 @@ RunLog read_run_log(const std::string& run_dir);
 // Train loss (solid) and validation loss (dashed, with markers) against step,
 // one colour per run, as an SVG document.
 std::string loss_curves_svg(const std::vector<RunLog>& runs);
+
+// A named line of (x, y) points, for line_chart_svg.
+struct LineSeries {
+  std::string name;
+  std::vector<std::pair<double, double>> points;
+};
+
+// Lines with point markers, one colour per series; log2_x puts x on a
+// logarithmic axis with ticks at powers of two (sequence lengths).
+std::string line_chart_svg(const std::string& title, const std::vector<LineSeries>& series, const std::string& x_label,
+                           const std::string& y_label, bool log2_x = false);
 
 // Reads every run and writes loss_curves_svg to out_svg atomically.
 void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg);

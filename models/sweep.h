@@ -1,0 +1,76 @@
+#pragma once
+// `phasor sweep`: the experiments of docs/RESULTS.md as one resumable command.
+// Every position variant is trained on every task with several seeds under the
+// same budget, evaluated at the training length (and, on one task, at longer
+// ones), and timed alone; the report turns the results into tables and plots.
+//
+// Folder layout of a sweep (--out DIR):
+//   DIR/plan.json                  the plan, fixed at the first run
+//   DIR/cells/<cell>/              the cell's training run (log.jsonl, checkpoints, validation.txt)
+//   DIR/cells/<cell>/result.json   written last, atomically: a cell with it is done
+//   DIR/cells/<cell>.log           the cell's stdout and stderr
+//   DIR/throughput.json            tokens/s of every variant, trained alone
+//   DIR/report.md, DIR/*.svg       written by write_sweep_report
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace phasor {
+
+struct SweepVariant {
+  std::string name;      // as the tables print it, e.g. "complexformer-paper"
+  std::string position;  // a ModelConfig position
+  std::string cmha_init = "rope";
+  int64_t d_model = 0;
+  int64_t d_ff = 0;
+};
+
+struct SweepPlan {
+  std::string name;
+  std::vector<std::string> tasks;          // built-in corpora: kjv, code, arith
+  std::vector<SweepVariant> variants;      // the main grid: every task x variant x seed
+  std::vector<SweepVariant> efficiency;    // extra variants, trained on efficiency_task only
+  std::string efficiency_task = "kjv";
+  std::string long_context_task = "kjv";   // evaluated at every eval_lengths entry
+  std::vector<int64_t> eval_lengths;       // the first is the training length
+  int64_t seeds = 3;
+  int64_t n_layers = 2, n_heads = 4;
+  int64_t steps = 0, batch = 0, warmup = 0;
+  double lr = 3e-3, min_lr = 3e-4;
+  int64_t eval_tokens = 0;     // predictions scored per evaluation length (windows = eval_tokens / L)
+  int64_t arith_problems = 0;  // held-out problems for exact match on the arith task
+  int64_t throughput_steps = 0, throughput_rounds = 0;
+  int jobs = 1;                // cells trained at once, each with threads_per_job threads
+  int threads_per_job = 1;     // 0: every core
+  std::string device = "cpu";  // cpu or cuda
+
+  int64_t seq_len() const { return eval_lengths.front(); }
+};
+
+// "quick" (a 2-core CPU in under 40 minutes) or "full" (sized for a GPU).
+SweepPlan sweep_preset(const std::string& name);
+nlohmann::json to_json(const SweepPlan& plan);
+SweepPlan sweep_plan_from_json(const nlohmann::json& j);
+
+struct SweepCell {
+  std::string name;  // <task>-<variant>-s<seed>
+  std::string task;
+  SweepVariant variant;
+  int64_t seed = 1;
+  bool long_context = false;
+};
+std::vector<SweepCell> sweep_cells(const SweepPlan& plan);
+
+// Runs every cell without a result.json (restarting interrupted ones), `jobs`
+// at a time as child processes of `self_exe` (`phasor sweep --cell NAME`), then
+// measures throughput if not done yet. Throws naming the cells that failed.
+void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe);
+// Trains and evaluates one cell in this process, writing its result.json.
+void run_sweep_cell(const std::string& out_dir, const std::string& cell_name);
+
+// Reads the plan and results under out_dir and writes report.md and its plots there.
+void write_sweep_report(const std::string& out_dir);
+
+}  // namespace phasor

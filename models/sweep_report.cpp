@@ -1,0 +1,250 @@
+// The report of a sweep: tables of means and standard deviations over seeds,
+// differences against RoPE marked when larger than the seed noise, and plots.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "models/data/corpus.h"
+#include "models/plot.h"
+#include "models/sweep.h"
+#include "tensor/error.h"
+
+namespace phasor {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Stats {
+  std::vector<double> values;
+  double mean() const {
+    double s = 0;
+    for (double v : values) s += v;
+    return s / static_cast<double>(values.size());
+  }
+  double sd() const {  // sample standard deviation (0 for one value)
+    if (values.size() < 2) return 0;
+    const double m = mean();
+    double s = 0;
+    for (double v : values) s += (v - m) * (v - m);
+    return std::sqrt(s / static_cast<double>(values.size() - 1));
+  }
+  double standard_error() const { return sd() / std::sqrt(static_cast<double>(values.size())); }
+};
+
+std::string format(const char* fmt, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, value);
+  return buf;
+}
+
+std::string mean_sd(const Stats& s, const char* fmt = "%.4f") {
+  if (s.values.empty()) return "–";
+  return format(fmt, s.mean()) + " ± " + format(fmt, s.sd()) + (s.values.size() < 2 ? " (n=1)" : "");
+}
+
+// "+0.0123*" : the difference of means, starred when it exceeds twice its
+// standard error (Welch; with 3 seeds a rough screen, not a significance test).
+std::string difference(const Stats& a, const Stats& b, const char* fmt = "%+.4f") {
+  if (a.values.empty() || b.values.empty()) return "–";
+  const double d = a.mean() - b.mean();
+  const double se = std::hypot(a.standard_error(), b.standard_error());
+  return format(fmt, d) + (se > 0 && std::abs(d) > 2 * se ? "*" : "");
+}
+
+struct Results {
+  SweepPlan plan;
+  // [task][variant] -> values over seeds
+  std::map<std::string, std::map<std::string, Stats>> loss, exact, params;
+  std::map<std::string, std::map<int64_t, Stats>> long_context;  // [variant][length]
+  std::map<std::string, std::string> kjv_seed1_runs;  // variant -> run folder
+  size_t cells = 0, missing = 0;
+  double train_seconds = 0;
+};
+
+Results read_results(const std::string& out_dir) {
+  Results r;
+  r.plan = sweep_plan_from_json(json::parse(read_text_file(out_dir + "/plan.json")));
+  for (const SweepCell& cell : sweep_cells(r.plan)) {
+    ++r.cells;
+    const std::string path = out_dir + "/cells/" + cell.name + "/result.json";
+    if (!fs::exists(path)) {
+      ++r.missing;
+      continue;
+    }
+    json j;
+    try {
+      j = json::parse(read_text_file(path));
+    } catch (const json::exception& e) {
+      fail("sweep: '", path, "' is not valid JSON (", e.what(), ")");
+    }
+    const std::string& v = cell.variant.name;
+    const json& eval = j.at("eval");
+    r.loss[cell.task][v].values.push_back(eval.at(std::to_string(r.plan.seq_len())).at("loss"));
+    r.params[cell.task][v].values.push_back(j.at("parameters").get<double>());
+    if (j.contains("exact_match")) r.exact[cell.task][v].values.push_back(j["exact_match"]);
+    if (cell.long_context)
+      for (int64_t length : r.plan.eval_lengths) r.long_context[v][length].values.push_back(eval.at(std::to_string(length)).at("loss"));
+    if (cell.task == r.plan.long_context_task && cell.seed == 1) r.kjv_seed1_runs[v] = out_dir + "/cells/" + cell.name;
+    r.train_seconds += j.at("train_seconds").get<double>();
+  }
+  return r;
+}
+
+void write_setup(std::ostream& md, const Results& r, const std::string& out_dir) {
+  const SweepPlan& p = r.plan;
+  md << "## Setup (preset `" << p.name << "`)\n\n"
+     << "- Byte-level models: " << p.n_layers << " layers, " << p.n_heads << " heads; trained " << p.steps << " steps of "
+     << p.batch << " x " << p.seq_len() << " tokens (" << p.steps * p.batch * p.seq_len()
+     << " tokens), AdamW lr " << p.lr << " -> " << p.min_lr << " (warm-up " << p.warmup << ", cosine), "
+     << p.seeds << " seeds per cell (seed = initialisation and batch order).\n"
+     << "- Loss: mean nats per byte over the spec's evaluation windows of the run's held-out text (the last 5% of the corpus), "
+     << "at most " << p.eval_tokens << " predictions per evaluation length.\n"
+     << "- Cells: " << r.cells - r.missing << " of " << r.cells << " done";
+  if (r.missing > 0) md << " (**" << r.missing << " missing**: the tables cover only the finished ones)";
+  md << "; " << format("%.1f", r.train_seconds / 60) << " CPU-job minutes of training and evaluation, " << p.jobs
+     << " jobs at once with " << p.threads_per_job << " thread(s) each. Folder: `" << out_dir << "`.\n\n";
+}
+
+void write_main_table(std::ostream& md, const Results& r) {
+  const SweepPlan& p = r.plan;
+  md << "## Validation loss at the training length (mean ± sd over seeds, nats/byte)\n\n| variant | parameters |";
+  for (const auto& t : p.tasks) md << " " << t << " |";
+  if (r.exact.count("arith")) md << " arith exact match |";
+  md << "\n|---|---|";
+  for (size_t i = 0; i < p.tasks.size() + (r.exact.count("arith") ? 1 : 0); ++i) md << "---|";
+  md << "\n";
+  const std::string first_task = p.tasks.front();
+  const auto& params = r.params.count(first_task) ? r.params.at(first_task) : std::map<std::string, Stats>{};
+  for (const auto& v : p.variants) {
+    md << "| " << v.name << " | " << (params.count(v.name) ? format("%.0f", params.at(v.name).mean()) : "–") << " |";
+    for (const auto& t : p.tasks) md << " " << (r.loss.count(t) && r.loss.at(t).count(v.name) ? mean_sd(r.loss.at(t).at(v.name)) : "–") << " |";
+    if (r.exact.count("arith"))
+      md << " " << (r.exact.at("arith").count(v.name) ? mean_sd(r.exact.at("arith").at(v.name), "%.3f") : "–") << " |";
+    md << "\n";
+  }
+  md << "\nDifference against rope (variant − rope; negative = better; `*` = larger than twice its standard error, "
+        "i.e. larger than the seed noise):\n\n| variant |";
+  for (const auto& t : p.tasks) md << " " << t << " |";
+  if (r.exact.count("arith")) md << " arith exact match |";
+  md << "\n|---|";
+  for (size_t i = 0; i < p.tasks.size() + (r.exact.count("arith") ? 1 : 0); ++i) md << "---|";
+  md << "\n";
+  const auto cell = [](const auto& table, const std::string& task, const std::string& v) -> const Stats* {
+    if (!table.count(task) || !table.at(task).count(v)) return nullptr;
+    return &table.at(task).at(v);
+  };
+  for (const auto& v : p.variants) {
+    if (v.name == "rope") continue;
+    md << "| " << v.name << " |";
+    for (const auto& t : p.tasks) {
+      const Stats *a = cell(r.loss, t, v.name), *b = cell(r.loss, t, "rope");
+      md << " " << (a && b ? difference(*a, *b) : "–") << " |";
+    }
+    if (r.exact.count("arith")) {
+      const Stats *a = cell(r.exact, "arith", v.name), *b = cell(r.exact, "arith", "rope");
+      md << " " << (a && b ? difference(*a, *b, "%+.3f") : "–") << " |";
+    }
+    md << "\n";
+  }
+  md << "\n";
+}
+
+void write_long_context(std::ostream& md, const Results& r, const std::string& out_dir) {
+  const SweepPlan& p = r.plan;
+  md << "## Long context: `" << p.long_context_task << "` loss against evaluation length (trained at " << p.seq_len()
+     << ")\n\n| variant |";
+  for (int64_t l : p.eval_lengths) md << " " << l << " |";
+  md << "\n|---|";
+  for (size_t i = 0; i < p.eval_lengths.size(); ++i) md << "---|";
+  md << "\n";
+  std::vector<LineSeries> series;
+  for (const auto& v : p.variants) {
+    if (!r.long_context.count(v.name)) continue;
+    md << "| " << v.name << " |";
+    LineSeries s{v.name, {}};
+    for (int64_t l : p.eval_lengths) {
+      const Stats& st = r.long_context.at(v.name).at(l);
+      md << " " << mean_sd(st, "%.3f") << " |";
+      s.points.push_back({static_cast<double>(l), st.mean()});
+    }
+    md << "\n";
+    series.push_back(std::move(s));
+  }
+  if (!series.empty()) {
+    write_text_atomically(out_dir + "/long_context.svg",
+                          line_chart_svg("Loss against evaluation length (trained at " + std::to_string(p.seq_len()) + ")", series,
+                                         "evaluation length (tokens)", "loss (nats/byte)", /*log2_x=*/true));
+    md << "\n![loss against evaluation length](long_context.svg)\n";
+  }
+  md << "\n";
+}
+
+void write_efficiency(std::ostream& md, const Results& r) {
+  const SweepPlan& p = r.plan;
+  if (p.efficiency.empty()) return;
+  const std::string& t = p.efficiency_task;
+  if (!r.loss.count(t)) return;
+  const auto& loss = r.loss.at(t);
+  const auto& params = r.params.at(t);
+  md << "## Parameter efficiency (`" << t << "`)\n\n| model | parameters | loss | − rope |\n|---|---|---|---|\n";
+  std::vector<std::string> names = {"rope"};
+  for (const auto& v : p.variants)
+    if (v.position == "complexformer") names.push_back(v.name);
+  for (const auto& v : p.efficiency) names.push_back(v.name);
+  for (const auto& name : names) {
+    if (!loss.count(name)) continue;
+    md << "| " << name << " | " << format("%.0f", params.at(name).mean()) << " | " << mean_sd(loss.at(name)) << " | "
+       << (name == "rope" || !loss.count("rope") ? "" : difference(loss.at(name), loss.at("rope"))) << " |\n";
+  }
+  md << "\n";
+}
+
+void write_overhead(std::ostream& md, const std::string& out_dir) {
+  const std::string path = out_dir + "/throughput.json";
+  if (!fs::exists(path)) return;
+  const json j = json::parse(read_text_file(path));
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const double rope = j.contains("rope") ? median(j["rope"].get<std::vector<double>>()) : 0;
+  md << "## Overhead: training tokens/s, each variant alone on every core (median of rounds, variants interleaved)\n\n"
+        "| variant | tokens/s | rounds | relative to rope |\n|---|---|---|---|\n";
+  for (const auto& [name, rates] : j.items()) {
+    const auto v = rates.get<std::vector<double>>();
+    const double m = median(v);
+    md << "| " << name << " | " << format("%.0f", m) << " | " << v.size() << " | " << (rope > 0 ? format("%.3f", m / rope) : "–")
+       << " |\n";
+  }
+  md << "\n";
+}
+
+}  // namespace
+
+void write_sweep_report(const std::string& out_dir) {
+  const Results r = read_results(out_dir);
+  std::ostringstream md;
+  md << "# Sweep report (generated by `phasor sweep`; do not edit)\n\n";
+  write_setup(md, r, out_dir);
+  write_main_table(md, r);
+  write_long_context(md, r, out_dir);
+  write_efficiency(md, r);
+  write_overhead(md, out_dir);
+  if (!r.kjv_seed1_runs.empty()) {
+    std::vector<std::string> runs;
+    for (const auto& v : r.plan.variants)
+      if (r.kjv_seed1_runs.count(v.name)) runs.push_back(r.kjv_seed1_runs.at(v.name));
+    plot_runs(runs, out_dir + "/loss_curves.svg");
+    md << "## Training curves (`" << r.plan.long_context_task << "`, seed 1)\n\n![loss curves](loss_curves.svg)\n";
+  }
+  write_text_atomically(out_dir + "/report.md", md.str());
+}
+
+}  // namespace phasor
