@@ -220,7 +220,8 @@ int main(int argc, char** argv) {
 
   // sweep
   std::string preset = "quick", sweep_out, sweep_cell, sweep_device;
-  int64_t sweep_steps = 0, sweep_seeds = 0, sweep_eval_tokens = 0;
+  int64_t sweep_steps = 0, sweep_seeds = 0, sweep_eval_tokens = 0, sweep_arith = -1, sweep_rounds = -1;
+  std::vector<std::string> sweep_tasks;
   int sweep_jobs = 0;
   bool report_only = false;
   auto* sweep_cmd = app.add_subcommand("sweep", "train and evaluate every variant on every task with several seeds (docs/RESULTS.md)");
@@ -231,6 +232,12 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--seeds", sweep_seeds, "seeds per cell (default: the preset's)")->check(CLI::Range(int64_t{1}, int64_t{100}));
   sweep_cmd->add_option("--eval-tokens", sweep_eval_tokens, "predictions scored per evaluation length (default: the preset's)")
       ->check(CLI::PositiveNumber);
+  sweep_cmd->add_option("--arith-problems", sweep_arith, "held-out problems for arith exact match (default: the preset's)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000}));
+  sweep_cmd->add_option("--tasks", sweep_tasks, "only these of the preset's tasks (kjv, code, arith)")
+      ->check(CLI::IsMember({"kjv", "code", "arith"}));
+  sweep_cmd->add_option("--throughput-rounds", sweep_rounds, "rounds of the throughput measurement (default: the preset's)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100}));
   sweep_cmd->add_option("--device", sweep_device, "cpu or cuda (default: the preset's)")->check(CLI::IsMember({"cpu", "cuda"}));
   sweep_cmd->add_flag("--report-only", report_only, "only rewrite report.md and the plots from the results so far");
   sweep_cmd->add_option("--cell", sweep_cell, "run one cell of an existing sweep in this process (what the sweep itself starts)");
@@ -322,6 +329,9 @@ int main(int argc, char** argv) {
         if (sweep_steps > 0) plan.steps = sweep_steps, plan.warmup = std::min(plan.warmup, sweep_steps / 10);
         if (sweep_seeds > 0) plan.seeds = sweep_seeds;
         if (sweep_eval_tokens > 0) plan.eval_tokens = sweep_eval_tokens;
+        if (sweep_arith >= 0) plan.arith_problems = sweep_arith;
+        if (sweep_rounds >= 0) plan.throughput_rounds = sweep_rounds;
+        if (!sweep_tasks.empty()) plan.tasks = sweep_tasks;
         if (!sweep_device.empty()) plan.device = sweep_device;
         run_sweep(plan, sweep_out, std::filesystem::read_symlink("/proc/self/exe").string());
       }

@@ -57,8 +57,8 @@ SweepPlan sweep_preset(const std::string& name) {
     p.warmup = 30;
     p.eval_tokens = 16384;
     p.arith_problems = 300;
-    p.throughput_steps = 60;
-    p.throughput_rounds = 3;
+    p.throughput_steps = 100;
+    p.throughput_rounds = 5;
     p.jobs = 2;
     p.threads_per_job = 1;
   } else if (name == "full") {
@@ -150,7 +150,8 @@ std::vector<SweepCell> sweep_cells(const SweepPlan& plan) {
   };
   for (const auto& task : plan.tasks)
     for (const auto& v : plan.variants) add(task, v);
-  for (const auto& v : plan.efficiency) add(plan.efficiency_task, v);
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), plan.efficiency_task) != plan.tasks.end())
+    for (const auto& v : plan.efficiency) add(plan.efficiency_task, v);
   return cells;
 }
 
@@ -270,8 +271,8 @@ pid_t spawn_cell(const std::string& self_exe, const std::string& out_dir, const 
   return pid;
 }
 
-// Each variant trained alone with every core, in rounds, variants interleaved
-// so that a disturbance of the machine spreads over all of them.
+// Each variant trained alone, in rounds, variants interleaved so that a
+// disturbance of the machine spreads over all of them.
 json measure_throughput(const SweepPlan& plan, const std::string& out_dir) {
   std::vector<SweepVariant> variants = plan.variants;
   variants.insert(variants.end(), plan.efficiency.begin(), plan.efficiency.end());
@@ -282,8 +283,7 @@ json measure_throughput(const SweepPlan& plan, const std::string& out_dir) {
       const std::string run_dir = out_dir + "/throughput/run";
       fs::remove_all(run_dir);
       TrainOptions o = cell_options(plan, cell, run_dir);
-      o.steps = plan.throughput_steps;
-      o.threads = 0;
+      o.steps = plan.throughput_steps;  // same threads as a cell: a tiny model gains little from more
       o.log_every = std::max<int64_t>(1, plan.throughput_steps / 6);
       std::fprintf(stderr, "sweep: throughput of %s, round %ld/%ld\n", v.name.c_str(), static_cast<long>(round),
                    static_cast<long>(plan.throughput_rounds));

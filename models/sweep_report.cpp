@@ -66,6 +66,7 @@ struct Results {
   std::map<std::string, std::string> kjv_seed1_runs;  // variant -> run folder
   size_t cells = 0, missing = 0;
   double train_seconds = 0;
+  std::map<std::string, Stats> cell_rates;  // [variant] training tokens/s of its cells (incl. validation and saving)
 };
 
 Results read_results(const std::string& out_dir) {
@@ -93,6 +94,7 @@ Results read_results(const std::string& out_dir) {
       for (int64_t length : r.plan.eval_lengths) r.long_context[v][length].values.push_back(eval.at(std::to_string(length)).at("loss"));
     if (cell.task == r.plan.long_context_task && cell.seed == 1) r.kjv_seed1_runs[v] = out_dir + "/cells/" + cell.name;
     r.train_seconds += j.at("train_seconds").get<double>();
+    r.cell_rates[v].values.push_back(j.at("tokens_trained").get<double>() / j.at("train_seconds").get<double>());
   }
   return r;
 }
@@ -108,8 +110,9 @@ void write_setup(std::ostream& md, const Results& r, const std::string& out_dir)
      << "at most " << p.eval_tokens << " predictions per evaluation length.\n"
      << "- Cells: " << r.cells - r.missing << " of " << r.cells << " done";
   if (r.missing > 0) md << " (**" << r.missing << " missing**: the tables cover only the finished ones)";
-  md << "; " << format("%.1f", r.train_seconds / 60) << " CPU-job minutes of training and evaluation, " << p.jobs
-     << " jobs at once with " << p.threads_per_job << " thread(s) each. Folder: `" << out_dir << "`.\n\n";
+  md << "; training took " << format("%.1f", r.train_seconds / 60) << " minutes summed over the cells (" << p.jobs
+     << " at once, " << (p.threads_per_job > 0 ? std::to_string(p.threads_per_job) : std::string("all")) << " thread(s) each, on "
+     << p.device << "). Folder: `" << out_dir << "`.\n\n";
 }
 
 void write_main_table(std::ostream& md, const Results& r) {
@@ -206,22 +209,38 @@ void write_efficiency(std::ostream& md, const Results& r) {
   md << "\n";
 }
 
-void write_overhead(std::ostream& md, const std::string& out_dir) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Two views of the same question: each variant alone on every core (a short
+// run per round, variants interleaved), and the cells' own training runs
+// (whole runs, several per variant, next to another cell).
+void write_overhead(std::ostream& md, const Results& r, const std::string& out_dir) {
   const std::string path = out_dir + "/throughput.json";
-  if (!fs::exists(path)) return;
-  const json j = json::parse(read_text_file(path));
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
-  const double rope = j.contains("rope") ? median(j["rope"].get<std::vector<double>>()) : 0;
-  md << "## Overhead: training tokens/s, each variant alone on every core (median of rounds, variants interleaved)\n\n"
-        "| variant | tokens/s | rounds | relative to rope |\n|---|---|---|---|\n";
-  for (const auto& [name, rates] : j.items()) {
-    const auto v = rates.get<std::vector<double>>();
-    const double m = median(v);
-    md << "| " << name << " | " << format("%.0f", m) << " | " << v.size() << " | " << (rope > 0 ? format("%.3f", m / rope) : "–")
-       << " |\n";
+  json alone = json::object();
+  if (fs::exists(path)) alone = json::parse(read_text_file(path));
+  if (alone.empty() && r.cell_rates.empty()) return;
+  const auto ratio = [](double value, double rope) { return rope > 0 && value > 0 ? format("%.3f", value / rope) : std::string("–"); };
+  const double alone_rope = alone.contains("rope") ? median(alone["rope"].get<std::vector<double>>()) : 0;
+  const double cells_rope = r.cell_rates.count("rope") ? median(r.cell_rates.at("rope").values) : 0;
+  md << "## Overhead: training tokens/s\n\n"
+     << "Alone: each variant trained " << r.plan.throughput_steps << " steps by itself with "
+     << (r.plan.threads_per_job > 0 ? std::to_string(r.plan.threads_per_job) : std::string("all")) << " thread(s), median of the logged rates after the "
+     << "first, then the median over rounds (variants interleaved). Cells: tokens trained / training time of every cell of the "
+     << "variant (validation and checkpoint included, beside another cell, under whatever else the machine ran), median.\n\n"
+     << "| variant | alone: tokens/s | rounds | relative to rope | cells: tokens/s | cells | relative to rope |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  std::vector<SweepVariant> variants = r.plan.variants;
+  variants.insert(variants.end(), r.plan.efficiency.begin(), r.plan.efficiency.end());
+  for (const SweepVariant& v : variants) {
+    const std::vector<double> rounds = alone.contains(v.name) ? alone[v.name].get<std::vector<double>>() : std::vector<double>{};
+    const double a = rounds.empty() ? 0 : median(rounds);
+    const double c = r.cell_rates.count(v.name) ? median(r.cell_rates.at(v.name).values) : 0;
+    md << "| " << v.name << " | " << (a > 0 ? format("%.0f", a) : "–") << " | " << rounds.size() << " | " << ratio(a, alone_rope) << " | "
+       << (c > 0 ? format("%.0f", c) : "–") << " | " << (r.cell_rates.count(v.name) ? r.cell_rates.at(v.name).values.size() : 0)
+       << " | " << ratio(c, cells_rope) << " |\n";
   }
   md << "\n";
 }
@@ -236,7 +255,7 @@ void write_sweep_report(const std::string& out_dir) {
   write_main_table(md, r);
   write_long_context(md, r, out_dir);
   write_efficiency(md, r);
-  write_overhead(md, out_dir);
+  write_overhead(md, r, out_dir);
   if (!r.kjv_seed1_runs.empty()) {
     std::vector<std::string> runs;
     for (const auto& v : r.plan.variants)
