@@ -9,7 +9,8 @@
 #   3. the README's small model (complexformer, d_model 128, 4 layers, 4 heads,
 #      d_ff 352, seq 128, batch 16) trained ${STEPS:-200} steps on the GPU and on
 #      the CPU (concurrently), and the two loss curves compared;
-#   4. the GPU benchmarks (bench/bench_cuda).
+#   4. the GPU benchmarks (bench/bench_cuda; SKIP_BENCH=1 leaves them out);
+#   5. `phasor sweep --preset full --device cuda`, shortened, and train --log-heads on the GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -81,10 +82,14 @@ fi
 
 data=kjv
 [ -f "$deps/kjv.txt" ] && data=$deps/kjv.txt
+if [ -d "$deps/cache" ]; then  # the built-in corpora, prepared on the staging machine
+  cp -r "$deps/cache" "$work/cache"
+  export PHASOR_CACHE=$work/cache
+fi
 cpus=$(nproc)
 cpu_threads=$((cpus > 6 ? cpus - 4 : 2))
-train=(train --data "$data" --position complexformer --steps "$steps" --d-model 128 --n-layers 4 --n-heads 4 --d-ff 352
-  --seq-len 128 --batch 16 --lr 3e-3 --eval-every 100 --log-every 10)
+model=(--data "$data" --position complexformer --d-model 128 --n-layers 4 --n-heads 4 --d-ff 352 --seq-len 128 --batch 16 --lr 3e-3)
+train=(train "${model[@]}" --steps "$steps" --eval-every 100 --log-every 10)
 
 # ---- 3a. the CPU run starts first (the long pole) and runs beside the tests and the GPU run
 (OMP_NUM_THREADS=$cpu_threads timeout 420 "$bin/phasor" "${train[@]}" --device cpu --threads "$cpu_threads" --run-dir "$work/run-cpu" \
@@ -148,9 +153,28 @@ PY
 cp "$work/run-cpu/log.jsonl" "$out/log-cpu.jsonl" 2>/dev/null
 cp "$work/run-gpu/log.jsonl" "$out/log-gpu.jsonl" 2>/dev/null
 
-# ---- 4. benchmarks (the machine is quiet again)
-section "benchmarks: bench/bench_cuda"
-timeout 200 "$bin/bench_cuda" --benchmark_min_time=0.2 --benchmark_counters_tabular=true 2>&1 | tee -a "$results"
+# ---- 4. benchmarks (the machine is quiet again); SKIP_BENCH=1 leaves them out
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  section "benchmarks: bench/bench_cuda"
+  timeout 200 "$bin/bench_cuda" --benchmark_min_time=0.2 --benchmark_counters_tabular=true 2>&1 | tee -a "$results"
+fi
+
+# ---- 5. the experiment sweep's GPU path (the full preset, shortened) and --log-heads on the GPU
+section "phasor sweep --preset full --device cuda, shortened (kjv and arith, ${SWEEP_STEPS:-60} steps, 1 seed)"
+timeout "${SWEEP_TIMEOUT:-240}" "$bin/phasor" sweep --preset full --device cuda --tasks kjv arith --steps "${SWEEP_STEPS:-60}" \
+  --seeds 1 --jobs 2 --eval-tokens 16384 --arith-problems 20 --throughput-rounds 1 --out "$work/sweep" >"$work/sweep.log" 2>&1
+rc=$?
+tail -3 "$work/sweep.log" | tee -a "$results"
+[ -f "$work/sweep/report.md" ] && { cat "$work/sweep/report.md" >>"$results"; cp "$work/sweep/report.md" "$out/sweep-report.md"; }
+say "sweep exit status: $rc"
+[ $rc -eq 0 ] || status=1
+section "train --log-heads on the GPU, then plot --heads"
+OMP_NUM_THREADS=4 timeout 120 "$bin/phasor" train "${model[@]}" --steps 20 --device cuda --threads 4 --log-heads --log-every 5 \
+  --run-dir "$work/run-heads" >"$work/heads.log" 2>&1 && "$bin/phasor" plot "$work/run-heads" --heads --out "$out/heads-gpu.svg" 2>&1 | tee -a "$results"
+rc=${PIPESTATUS[0]}
+tail -2 "$work/heads.log" | tee -a "$results"
+say "log-heads exit status: $rc"
+[ $rc -eq 0 ] || status=1
 
 section "done in ${SECONDS}s (status $status)"
 exit $status

