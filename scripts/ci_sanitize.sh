@@ -1,24 +1,19 @@
 #!/usr/bin/env bash
 # The whole doctest suite under AddressSanitizer (with LeakSanitizer) and
-# UndefinedBehaviorSanitizer, in its own build folder, build-asan/: the library,
-# the `phasor` CLI the tests run and the test binaries only (PHASOR_TESTS_ONLY:
-# no LibTorch, benchmarks or CUDA), at -O1 to keep the build and the run short.
-# ASan and LSan reports go to files under build-asan/reports/ (a report in a CLI
-# child process must not hide in a test's captured stderr); the script fails if
-# a test fails or if any report was written. UBSan (GCC's runtime ignores
-# log_path) halts the process on its first report: a test fails, and a CLI
-# child's report breaks the exit status or the one-line stderr the tests check.
+# UndefinedBehaviorSanitizer, in the sanitizer build (scripts/build_asan.sh:
+# build-asan/, clang, -O1). ASan and LSan reports go to files under
+# build-asan/reports/ (a report in a CLI child process must not hide in a
+# test's captured stderr); the script fails if a test fails or if any report
+# was written. UBSan halts the process on its first report: a test fails, and a
+# CLI child's report breaks the exit status or the one-line stderr the tests check.
 #   bash scripts/ci_sanitize.sh            # configure, build, run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 start=$(date +%s)
-log=build-asan.log
-cmake -S . -B build-asan -DPHASOR_SANITIZE=ON -DPHASOR_TESTS_ONLY=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" > "$log" 2>&1 || { cat "$log"; exit 1; }
-cmake --build build-asan -j"${JOBS:-$(nproc)}" >> "$log" 2>&1 || { tail -50 "$log"; exit 1; }
+bash scripts/build_asan.sh
 built=$(date +%s)
-echo "ci_sanitize: built in $((built - start)) s (log in $log)"
+echo "ci_sanitize: built in $((built - start)) s (log in build-asan.log)"
 
 reports=$PWD/build-asan/reports
 rm -rf "$reports"

@@ -10,7 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev        # command line and JSON
   bible-kjv                              # the built-in `kjv` corpus
   libtorch-dev                           # the LibTorch reference (parity tests, comparisons)
-  clang libclang-rt-14-dev               # libFuzzer targets
+  clang libclang-rt-14-dev libomp-dev    # the sanitizer build and libFuzzer targets (clang, its OpenMP)
   openmpi-bin libopenmpi-dev             # multi-process training (mpirun; docs/distributed.md)
 )
 

@@ -169,7 +169,7 @@ TEST_CASE("save_model / load_model round trip gives identical parameters and log
       CHECK(to_json(read_model_config(path)) == to_json(c));
       const nn::StateDict a = model.state_dict(), b = loaded->state_dict();
       REQUIRE(a.size() == b.size());
-      for (const auto& [name, t] : a) CHECK_MESSAGE(identical(t, b.at(name)), name);
+      for (const auto& entry : a) CHECK_MESSAGE(identical(entry.second, b.at(entry.first)), entry.first);
       CHECK(identical(model.forward(sample_tokens()), loaded->forward(sample_tokens())));
     }
   fs::remove_all(dir);
@@ -177,8 +177,10 @@ TEST_CASE("save_model / load_model round trip gives identical parameters and log
 
 TEST_CASE("the model file's header is exactly the spec's layout (read without Phasor's parser)") {
   const fs::path dir = fresh_temp_dir("header");
-  for (const auto& [pos, tie] : std::vector<std::pair<std::string, bool>>{
+  for (const auto& variant : std::vector<std::pair<std::string, bool>>{
            {"complexformer", true}, {"learned", false}, {"rope", true}, {"alibi", false}, {"none", true}}) {
+    const std::string& pos = variant.first;
+    const bool tie = variant.second;
     CAPTURE(pos);
     CAPTURE(tie);
     const ModelConfig c = small_config(pos, tie);
@@ -218,7 +220,9 @@ TEST_CASE("the model file's header is exactly the spec's layout (read without Ph
     const std::map<std::string, std::vector<int64_t>> want = spec_tensors(c);
     std::map<std::string, std::vector<int64_t>> got;
     std::vector<std::pair<uint64_t, uint64_t>> spans;
-    for (const auto& [name, info] : header.items()) {
+    for (const auto& entry : header.items()) {
+      const std::string& name = entry.key();
+      const auto& info = entry.value();
       if (name == "__metadata__") continue;
       CHECK_MESSAGE(info.at("dtype") == "F32", name);
       got[name] = info.at("shape").get<std::vector<int64_t>>();
@@ -318,7 +322,9 @@ TEST_CASE("a model file written by hand from raw bytes (whoever wrote it) loads 
   CHECK(c.tie_embeddings);
   const nn::StateDict sd = model->state_dict();
   CHECK(sd.size() == tensors.size());
-  for (const auto& [name, vals] : written) {
+  for (const auto& entry : written) {
+    const auto& vals = entry.second;
+    const std::string& name = entry.first;
     CAPTURE(name);
     REQUIRE(sd.count(name) == 1);
     CHECK(sd.at(name).to_vector<float>() == vals);
@@ -459,9 +465,9 @@ nn::TrainingCheckpoint make_checkpoint(uint64_t seed, int64_t step) {
 
 void check_same_checkpoint(const nn::TrainingCheckpoint& a, const nn::TrainingCheckpoint& b) {
   REQUIRE(a.model.size() == b.model.size());
-  for (const auto& [name, t] : a.model) CHECK_MESSAGE(identical(t, b.model.at(name)), name);
+  for (const auto& entry : a.model) CHECK_MESSAGE(identical(entry.second, b.model.at(entry.first)), entry.first);
   REQUIRE(a.optimizer.size() == b.optimizer.size());
-  for (const auto& [name, t] : a.optimizer) CHECK_MESSAGE(identical(t, b.optimizer.at(name)), name);
+  for (const auto& entry : a.optimizer) CHECK_MESSAGE(identical(entry.second, b.optimizer.at(entry.first)), entry.first);
   CHECK(a.model_metadata == b.model_metadata);
   CHECK(a.state == b.state);
 }

@@ -668,7 +668,7 @@ TEST_CASE("cuda: a training step of the model matches the CPU, for every positio
     CausalLM cpu_model(cfg, 7), gpu_model(cfg, 7);
     gpu_model.to(G);
     CHECK(gpu_model.device() == G);
-    for (const auto& [name, p] : gpu_model.named_parameters()) CHECK_MESSAGE(p.device() == G, name);
+    for (const auto& entry : gpu_model.named_parameters()) CHECK_MESSAGE(entry.second.device() == G, entry.first);
     const Tensor tokens = ops::to(rnd({3, 16}, DType::Float64, 0, 255.99), DType::Int64);
     const Tensor targets = ops::to(rnd({3, 16}, DType::Float64, 0, 255.99), DType::Int64);
     auto make = [&](CausalLM& m) {

@@ -165,7 +165,9 @@ double worst_difference(const fs::path& a, const fs::path& b, double atol, doubl
   REQUIRE(ta.size() == tb.size());
   REQUIRE(!ta.empty());
   double worst = 0;
-  for (const auto& [name, t] : ta) {
+  for (const auto& entry : ta) {
+    const auto& t = entry.second;
+    const std::string& name = entry.first;
     CAPTURE(name);
     REQUIRE(tb.count(name) == 1);
     REQUIRE(t.shape() == tb.at(name).shape());

@@ -203,7 +203,7 @@ TEST_CASE("window gradients match central differences of the window's evaluation
     const WindowGradients g = window_gradients(*model, tokens, kSeqLen, kWindow, false);
     CHECK(g.windows == (static_cast<int64_t>(tokens.size()) - 1) / kSeqLen);
     CHECK(g.loss == doctest::Approx(window_loss(*model, tokens, kSeqLen, kWindow)).epsilon(1e-12));
-    for (const auto& [name, p] : model->named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name, " keeps a .grad");
+    for (const auto& entry : model->named_parameters()) CHECK_MESSAGE(!entry.second.grad().defined(), entry.first, " keeps a .grad");
 
     const std::vector<Probe> probes = finite_differences(*model, g.parameters, tokens, kSeqLen, kWindow);
     const auto result = worst(probes, 1e-8, 1e-6);
@@ -230,7 +230,9 @@ TEST_CASE("dL/dr and dL/dphi equal the composed rotation's autograd gradients an
   const WindowGradients g = window_gradients(*model, tokens, kSeqLen, kWindow, true);
   const ModelConfig& c = model->config();
   REQUIRE(g.activations.size() == static_cast<size_t>(4 * c.n_layers));
-  for (const auto& [name, t] : g.activations) {
+  for (const auto& entry : g.activations) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     CHECK_MESSAGE(t.shape() == Dims({kSeqLen, c.n_heads, c.pairs()}), name, " ", t.shape());
     CHECK_MESSAGE(max_abs(t) > 1e-6, name, " is all zeros");
   }
@@ -314,7 +316,9 @@ TEST_CASE("phasor grad writes the window's gradients under the checkpoint's name
   const auto model = load_model(ckpt.string());
   const ModelConfig& c = model->config();
   nn::NamedTensors grads;
-  for (const auto& [name, p] : model->named_parameters()) {
+  for (const auto& entry : model->named_parameters()) {
+    const auto& p = entry.second;
+    const std::string& name = entry.first;
     REQUIRE_MESSAGE(file.contains(name), name);
     CHECK(file.at(name).dtype() == DType::Float32);
     CHECK(file.at(name).shape() == p.shape());
@@ -344,7 +348,9 @@ TEST_CASE("phasor grad writes the window's gradients under the checkpoint's name
   CHECK(j["windows"] == (static_cast<int64_t>(tokens.size()) - 1) / 16);
   CHECK(j["grad_norms"].size() == grads.size());
   CHECK(j["activation_norms"].size() == 4 * static_cast<size_t>(c.n_layers));
-  for (const auto& [name, t] : file) {
+  for (const auto& entry : file) {
+    const auto& t = entry.second;
+    const std::string& name = entry.first;
     const double n = norm(ops::to(t, DType::Float64)).item<double>();
     const auto& group = j["grad_norms"].contains(name) ? j["grad_norms"] : j["activation_norms"];
     REQUIRE_MESSAGE(group.contains(name), name);

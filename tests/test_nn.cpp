@@ -247,7 +247,9 @@ TEST_CASE("state_dict round trip copies every value, and the dict shares storage
   CHECK(sa.at("norm.weight").same_storage(a.named_parameters().back().second));
   b.load_state_dict(sa);
   const nn::StateDict sb = b.state_dict();
-  for (const auto& [name, t] : sa) {
+  for (const auto& entry : sa) {
+    const auto& t = entry.second;
+    const std::string& name = entry.first;
     CAPTURE(name);
     CHECK(values(sb.at(name)) == values(t));
     CHECK(!sb.at(name).same_storage(t));  // copied in, not aliased

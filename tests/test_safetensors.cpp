@@ -89,7 +89,9 @@ bool has_temporary_files(const fs::path& folder) {
 void check_same(const Contents& a, const Contents& b) {
   CHECK(a.metadata == b.metadata);
   REQUIRE(a.tensors.size() == b.tensors.size());
-  for (const auto& [name, record] : a.tensors) {
+  for (const auto& entry : a.tensors) {
+    const auto& record = entry.second;
+    const std::string& name = entry.first;
     const Record* other = b.find(name);
     REQUIRE_MESSAGE(other != nullptr, name);
     CHECK(other->dtype == record.dtype);

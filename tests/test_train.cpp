@@ -153,7 +153,9 @@ void check_same_tensors(const fs::path& a, const fs::path& b) {
   const nn::StateDict ta = nn::load_tensors(a.string()), tb = nn::load_tensors(b.string());
   REQUIRE(ta.size() == tb.size());
   REQUIRE(!ta.empty());
-  for (const auto& [name, t] : ta) {
+  for (const auto& entry : ta) {
+    const auto& t = entry.second;
+    const std::string& name = entry.first;
     CAPTURE(name);
     REQUIRE(tb.count(name) == 1);
     const Tensor& u = tb.at(name);
