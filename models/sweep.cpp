@@ -155,6 +155,16 @@ std::vector<SweepCell> sweep_cells(const SweepPlan& plan) {
   return cells;
 }
 
+json read_sweep_json(const std::string& path) {
+  try {
+    return json::parse(read_text_file(path));
+  } catch (const json::exception& e) {
+    fail("sweep: '", path, "' is not valid JSON (", e.what(), ")");
+  }
+}
+
+SweepPlan read_sweep_plan(const std::string& out_dir) { return sweep_plan_from_json(read_sweep_json(out_dir + "/plan.json")); }
+
 // ------------------------------------------------------------------ one cell
 
 namespace {
@@ -184,16 +194,6 @@ TrainOptions cell_options(const SweepPlan& plan, const SweepCell& cell, const st
   return o;
 }
 
-json read_json_file(const std::string& path) {
-  try {
-    return json::parse(read_text_file(path));
-  } catch (const json::exception& e) {
-    fail("sweep: '", path, "' is not valid JSON (", e.what(), ")");
-  }
-}
-
-SweepPlan read_plan(const std::string& out_dir) { return sweep_plan_from_json(read_json_file(out_dir + "/plan.json")); }
-
 // The median tokens/s of a run's logged windows after the first (warm-up).
 double median_tokens_per_second(const std::string& run_dir) {
   std::ifstream in(run_dir + "/log.jsonl");
@@ -211,7 +211,7 @@ double median_tokens_per_second(const std::string& run_dir) {
 }  // namespace
 
 void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
-  const SweepPlan plan = read_plan(out_dir);
+  const SweepPlan plan = read_sweep_plan(out_dir);
   const std::vector<SweepCell> cells = sweep_cells(plan);
   const auto it = std::find_if(cells.begin(), cells.end(), [&](const SweepCell& c) { return c.name == cell_name; });
   PHASOR_CHECK(it != cells.end(), "sweep: the plan in '", out_dir, "' has no cell '", cell_name, "'");
@@ -303,15 +303,16 @@ void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::str
   fs::create_directories(out_dir + "/cells");
   const std::string plan_path = out_dir + "/plan.json";
   if (fs::exists(plan_path))
-    PHASOR_CHECK(read_json_file(plan_path) == to_json(plan), "sweep: '", out_dir, "' holds a sweep with another plan (preset '",
-                 read_plan(out_dir).name, "'); choose another --out");
+    PHASOR_CHECK(read_sweep_json(plan_path) == to_json(plan), "sweep: '", out_dir, "' holds a sweep with another plan (preset '",
+                 read_sweep_plan(out_dir).name, "'); choose another --out");
   else
     write_text_atomically(plan_path, to_json(plan).dump(2) + "\n");
 
+  const std::vector<SweepCell> cells = sweep_cells(plan);
   std::vector<SweepCell> todo;
-  for (const SweepCell& c : sweep_cells(plan))
+  for (const SweepCell& c : cells)
     if (!fs::exists(out_dir + "/cells/" + c.name + "/result.json")) todo.push_back(c);
-  const size_t total = sweep_cells(plan).size();
+  const size_t total = cells.size();
   std::fprintf(stderr, "sweep: %zu of %zu cells to run, %d at a time (logs in %s/cells/<cell>.log)\n", todo.size(), total,
                plan.jobs, out_dir.c_str());
 

@@ -70,6 +70,11 @@ void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::str
 // Trains and evaluates one cell in this process, writing its result.json.
 void run_sweep_cell(const std::string& out_dir, const std::string& cell_name);
 
+// A JSON file of a sweep folder; phasor::Error names the file if it is not valid JSON.
+nlohmann::json read_sweep_json(const std::string& path);
+// The plan fixed in out_dir/plan.json.
+SweepPlan read_sweep_plan(const std::string& out_dir);
+
 // Reads the plan and results under out_dir and writes report.md and its plots there.
 void write_sweep_report(const std::string& out_dir);
 

@@ -71,7 +71,7 @@ struct Results {
 
 Results read_results(const std::string& out_dir) {
   Results r;
-  r.plan = sweep_plan_from_json(json::parse(read_text_file(out_dir + "/plan.json")));
+  r.plan = read_sweep_plan(out_dir);
   for (const SweepCell& cell : sweep_cells(r.plan)) {
     ++r.cells;
     const std::string path = out_dir + "/cells/" + cell.name + "/result.json";
@@ -79,12 +79,7 @@ Results read_results(const std::string& out_dir) {
       ++r.missing;
       continue;
     }
-    json j;
-    try {
-      j = json::parse(read_text_file(path));
-    } catch (const json::exception& e) {
-      fail("sweep: '", path, "' is not valid JSON (", e.what(), ")");
-    }
+    const json j = read_sweep_json(path);
     const std::string& v = cell.variant.name;
     const json& eval = j.at("eval");
     r.loss[cell.task][v].values.push_back(eval.at(std::to_string(r.plan.seq_len())).at("loss"));
@@ -220,7 +215,7 @@ double median(std::vector<double> v) {
 void write_overhead(std::ostream& md, const Results& r, const std::string& out_dir) {
   const std::string path = out_dir + "/throughput.json";
   json alone = json::object();
-  if (fs::exists(path)) alone = json::parse(read_text_file(path));
+  if (fs::exists(path)) alone = read_sweep_json(path);
   if (alone.empty() && r.cell_rates.empty()) return;
   const auto ratio = [](double value, double rope) { return rope > 0 && value > 0 ? format("%.3f", value / rope) : std::string("–"); };
   const double alone_rope = alone.contains("rope") ? median(alone["rope"].get<std::vector<double>>()) : 0;
