@@ -28,6 +28,7 @@
 #include "nn/checkpoint.h"
 #include "nn/safetensors.h"
 #include "phasor.h"
+#include "tests/scratch.h"
 
 using namespace phasor;
 namespace fs = std::filesystem;
@@ -35,20 +36,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-fs::path scratch() {
-#ifdef PHASOR_TEST_TMP
-  static const fs::path root = fs::path(PHASOR_TEST_TMP) / ("bad_input_" + std::to_string(::getpid()));
-#else
-  static const fs::path root = fs::temp_directory_path() / ("phasor_bad_input_" + std::to_string(::getpid()));
-#endif
-  static bool made = [] {
-    fs::remove_all(root);
-    fs::create_directories(root);
-    return true;
-  }();
-  (void)made;
-  return root;
-}
+fs::path scratch() { return test::scratch_root("bad_input"); }
 
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

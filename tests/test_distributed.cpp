@@ -25,6 +25,7 @@
 #include "models/distributed.h"
 #include "nn/checkpoint.h"
 #include "phasor.h"
+#include "tests/scratch.h"
 
 using namespace phasor;
 namespace fs = std::filesystem;
@@ -32,20 +33,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-fs::path scratch() {
-#ifdef PHASOR_TEST_TMP
-  static const fs::path root = fs::path(PHASOR_TEST_TMP) / ("distributed_" + std::to_string(::getpid()));
-#else
-  static const fs::path root = fs::temp_directory_path() / ("phasor_distributed_" + std::to_string(::getpid()));
-#endif
-  static bool made = [] {
-    fs::remove_all(root);
-    fs::create_directories(root);
-    return true;
-  }();
-  (void)made;
-  return root;
-}
+fs::path scratch() { return test::scratch_root("distributed"); }
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path d = scratch() / name;

@@ -37,6 +37,7 @@
 #include "models/train.h"
 #include "nn/atomic_file.h"
 #include "nn/checkpoint.h"
+#include "tests/scratch.h"
 
 extern char** environ;
 
@@ -78,20 +79,7 @@ extern "C" int rename(const char* from, const char* to) noexcept {
 
 namespace {
 
-fs::path scratch() {
-#ifdef PHASOR_TEST_TMP
-  static const fs::path root = fs::path(PHASOR_TEST_TMP) / ("faults_" + std::to_string(::getpid()));
-#else
-  static const fs::path root = fs::temp_directory_path() / ("phasor_faults_" + std::to_string(::getpid()));
-#endif
-  static bool made = [] {
-    fs::remove_all(root);
-    fs::create_directories(root);
-    return true;
-  }();
-  (void)made;
-  return root;
-}
+fs::path scratch() { return test::scratch_root("faults"); }
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path d = scratch() / name;
