@@ -1,5 +1,5 @@
 // Derivatives of the fused ops: each backward is one hand-written kernel
-// (tensor/fused.cpp), with the maths stated there.
+// (tensor/fused.h; kernels in tensor/cpu/fused.cpp), with the maths stated there.
 #include "autograd/fused.h"
 
 #include "autograd/node.h"

@@ -1,5 +1,5 @@
 // Fused transformer kernels on CUDA, each forward beside its backward, each
-// with the same maths as its CPU reference in tensor/fused.cpp (read the
+// with the same maths as its CPU reference in tensor/cpu/fused.cpp (read the
 // comments there for the derivations). Per-parameter gradients (RMSNorm
 // weight, CMHA delta / phase_bias / beta) are reduced per block and then over
 // blocks in a fixed order: no atomics, so every run gives the same bits.

@@ -1,19 +1,19 @@
 #pragma once
-// The launchers of every CUDA kernel. cuda/backend.cpp (plain C++) checks the
-// arguments, allocates the outputs and calls these with raw device pointers
-// and geometry; the .cu files hold the kernels. Each kernel names the CPU
-// kernel it must agree with (tensor/*.cpp).
+// The launchers of every CUDA kernel. cuda/backend.cpp (plain C++) calls them
+// with the raw device pointers and geometry of the tensors the op front-ends
+// (tensor/*.cpp) checked and allocated; the .cu files hold the kernels. Each
+// file names its CPU twin (tensor/cpu/*.cpp), which it must agree with.
 #include <cstdint>
 
 #include "tensor/dtype.h"
-#include "tensor/ops.h"
+#include "tensor/backend.h"
 
 namespace phasor::gpu {
 
 constexpr int kMaxDims = 8;
 
 // N operands sharing one (broadcast) shape, each with its own byte strides;
-// dims contiguous in every operand are merged beforehand (cpu::coalesce), so
+// dims contiguous in every operand are merged beforehand (tensor/strided.h), so
 // ndim == 1 is the fast path (each stride is the item size, or 0 to broadcast).
 template <int N>
 struct Strided {
@@ -24,7 +24,7 @@ struct Strided {
   char* base[N] = {};
 };
 
-// ---- elementwise (cuda/elementwise.cu; CPU: tensor/elementwise.cpp) ----
+// ---- elementwise (cuda/elementwise.cu; CPU: tensor/cpu/elementwise.cpp) ----
 void launch_copy(DType dst, DType src, const Strided<2>& g);                 // operands: dst, src
 void launch_fill(DType dst, c128 value, const Strided<1>& g);
 void launch_unary(ops::Unary op, DType in, DType out, const Strided<2>& g);  // out, in
@@ -33,29 +33,28 @@ void launch_compare(ops::Compare op, DType t, const Strided<3>& g);          // 
 void launch_where(DType t, const Strided<4>& g);                             // out, cond, a, b
 void launch_polar(DType real, const Strided<3>& g);                          // complex out, abs, angle
 void launch_complex(DType real, const Strided<3>& g);                        // complex out, re, im
-void launch_axpy(DType t, double alpha, const Strided<2>& g);                // dst += alpha * src
+void launch_axpy(DType t, double alpha, const Strided<3>& g);                // dst, dst, src: dst += alpha * src
 void launch_pow_scalar(DType t, double p, const Strided<2>& g);              // out, in
 // Element i (row-major over the real view) = low + (high - low) * philox_uniform(seed, first, i),
 // or mean + std * philox_normal(seed, first, i).
 void launch_random(DType real, bool normal, double a, double b, uint64_t seed, uint64_t first, const Strided<1>& g);
-// AdamW on contiguous real arrays (CPU: nn/optim.cpp).
+// AdamW on contiguous real arrays (CPU: tensor/cpu/fused.cpp).
 void launch_adamw(DType t, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n, double lr,
                   double weight_decay, double beta1, double beta2, double eps, double bias_correction1,
                   double bias_correction2_sqrt);
 
-// ---- reductions (cuda/reduce.cu; CPU: tensor/reduce.cpp) ----
+// ---- reductions (cuda/reduce.cu; CPU: tensor/cpu/reduce.cpp) ----
 // x [rows, n] contiguous -> out [rows]; float32 and complex64 accumulate in double.
 void launch_sum_rows(DType t, const void* x, void* out, int64_t rows, int64_t n);
 // x [reduced, cols] contiguous -> out [cols].
 void launch_sum_columns(DType t, const void* x, void* out, int64_t reduced, int64_t cols);
 // First maximum (minimum) of each row, a NaN winning as on the CPU.
 void launch_extreme(DType t, bool want_max, const void* x, void* values, int64_t* indices, int64_t rows, int64_t n);
-enum class RowOp { LogSumExp, Softmax, LogSoftmax };
 void launch_row_softmax(DType t, RowOp op, const void* x, void* out, int64_t rows, int64_t n);
 // True when every value of the real array is finite.
 bool all_finite(DType real, const void* x, int64_t n);
 
-// ---- indexing (cuda/reduce.cu; CPU: tensor/index.cpp) ----
+// ---- indexing (cuda/reduce.cu; CPU: tensor/cpu/index.cpp) ----
 // out[a, i, :] = x[a, index[i], :]; rows of `row_bytes` bytes.
 void launch_index_select(const void* x, const int64_t* index, void* out, int64_t outer, int64_t n, int64_t count, int64_t row_bytes);
 // Segmented, ordered sums (deterministic, no atomics): for segment s,
@@ -68,7 +67,7 @@ void launch_segment_add(DType t, void* out, const void* src, const int64_t* targ
 void launch_gather(int64_t item_bytes, const void* x, const int64_t* index, void* out, int ndim, const int64_t* index_shape,
                    const int64_t* x_strides, int dim, int64_t numel);
 
-// ---- fused transformer kernels (cuda/fused.cu; CPU: tensor/fused.cpp) ----
+// ---- fused transformer kernels (cuda/fused.cu; CPU: tensor/cpu/fused.cpp) ----
 void launch_rms_norm(DType t, const void* x, const void* w, void* y, void* inv_rms, int64_t rows, int64_t d, double eps);
 // dx per row; dweight summed over rows in fixed order (two passes, no atomics).
 void launch_rms_norm_backward(DType t, const void* g, const void* x, const void* w, const void* inv_rms, void* dx, void* dw,

@@ -1,6 +1,6 @@
 // Reductions, the softmax family and indexing on CUDA. CPU references:
-// tensor/reduce.cpp (sum, max/min, logsumexp, softmax, log_softmax, all_finite)
-// and tensor/index.cpp (index_select, index_add, gather, scatter_add).
+// tensor/cpu/reduce.cpp (sum, max/min, logsumexp, softmax, log_softmax, all_finite)
+// and tensor/cpu/index.cpp (index_select, index_add, gather, scatter_add).
 // Every reduction runs in a fixed order (block trees, then partials in order),
 // so results are the same from run to run; index_add and scatter_add use
 // ordered segment sums instead of atomics for the same reason.

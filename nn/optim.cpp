@@ -3,8 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
-#include "tensor/backend.h"
-#include "tensor/loop.h"
+#include "tensor/fused.h"
 #include "tensor/ops.h"
 
 namespace phasor::nn {
@@ -31,29 +30,8 @@ void AdamW::step() {
     const Tensor grad = s.param.grad();
     if (!grad.defined()) continue;
     const double lr = options_.lr * s.lr_scale;
-    const Tensor p = real_view(s.param), g = ops::contiguous(real_view(grad)), m = real_view(s.exp_avg), v = real_view(s.exp_avg_sq);
-    if (Backend* b = device_backend("AdamW", p, {g, m, v})) {
-      b->adamw_step_(p, g, m, v, lr, s.weight_decay, options_.beta1, options_.beta2, options_.eps, bc1, bc2_sqrt);
-      continue;
-    }
-    dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
-      const T decay = static_cast<T>(1.0 - lr * s.weight_decay), b1 = static_cast<T>(options_.beta1),
-              b2 = static_cast<T>(options_.beta2), one_b1 = static_cast<T>(1.0 - options_.beta1),
-              one_b2 = static_cast<T>(1.0 - options_.beta2), eps = static_cast<T>(options_.eps),
-              inv_bc2 = static_cast<T>(bc2_sqrt), step_size = static_cast<T>(lr / bc1);
-      T *pp = p.data<T>(), *pm = m.data<T>(), *pv = v.data<T>();
-      const T* pg = g.data<T>();
-      const int64_t n = p.numel();
-#pragma omp parallel for if (n > cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        pp[i] *= decay;
-        pm[i] = pm[i] * b1 + pg[i] * one_b1;
-        pv[i] = pv[i] * b2 + pg[i] * pg[i] * one_b2;
-        const T denom = std::sqrt(pv[i]) / inv_bc2 + eps;
-        pp[i] -= step_size * (pm[i] / denom);
-      }
-    });
-    s.param.storage()->bump_version();
+    const Tensor p = real_view(s.param), g = real_view(grad), m = real_view(s.exp_avg), v = real_view(s.exp_avg_sq);
+    ops::adamw_step_(p, g, m, v, {lr, s.weight_decay, options_.beta1, options_.beta2, options_.eps, bc1, bc2_sqrt});
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// Fused CPU kernels for the transformer: one pass over memory where the
-// composed ops would take several. Each forward has its backward beside it;
-// the differentiable front-ends are in autograd/fused.h.
+// Fused transformer ops: one pass over memory where the composed ops would
+// take several. Each forward has its backward beside it. These are the raw
+// front-ends (tensor/fused.cpp; kernels in tensor/cpu/fused.cpp and
+// cuda/fused.cu); the differentiable ones are in autograd/fused.h.
 #include "tensor/tensor.h"
 
 namespace phasor::ops {
@@ -59,5 +60,13 @@ CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z, const CmhaPa
 Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes);
 // d scores = scale * probs * (grad - sum(grad * probs)).
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale);
+
+// ---- AdamW over one parameter (PyTorch's formula), in place ----
+// param, exp_avg, exp_avg_sq contiguous real (complex parameters pass their
+// real views); the step's bias corrections precomputed.
+struct AdamWStep {
+  double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2_sqrt;
+};
+void adamw_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const AdamWStep& step);
 
 }  // namespace phasor::ops

@@ -1,61 +1,18 @@
-// Batched matrix multiply on OpenBLAS. Transposes and conjugate-transposes
-// are passed to BLAS as flags (never materialised); an operand is copied only
-// when its last two dims have no unit stride at all.
+// The matmul front-end: shapes, promotion and broadcasting of batch dims, and
+// the GEMM plan both backends run (tensor/backend.h). Transposes and
+// conjugate-transposes become BLAS flags, never copies; an operand is copied
+// only when its last two dims have no unit stride at all.
 #include "tensor/backend.h"
-#include <cblas.h>
-
 #include "tensor/ops.h"
 
 namespace phasor::ops {
 
 namespace {
 
-// One operand as BLAS sees it: logical op(X) is rows x cols.
-struct GemmOperand {
-  Tensor t;          // the (possibly copied) tensor, last two dims = stored matrix
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-};
+const char* op_name(MatOp op) { return op == MatOp::None ? "" : op == MatOp::Transpose ? "^T" : "^H"; }
+BlasOp blas_op(MatOp op) { return op == MatOp::None ? BlasOp::N : op == MatOp::Transpose ? BlasOp::T : BlasOp::C; }
 
-const char* op_name(MatOp op) {
-  return op == MatOp::None ? "" : op == MatOp::Transpose ? "^T" : "^H";
-}
-
-// Chooses the BLAS flag for op(X) given X's strides; copies X if neither
-// dim has unit stride, or if the combination would need a conjugate without transpose.
-GemmOperand as_gemm_operand(Tensor x, MatOp op) {
-  auto row_major = [&] { return x.stride(-1) == 1 && (x.stride(-2) >= std::max<int64_t>(1, x.size(-1)) || x.size(-2) == 1); };
-  auto col_major = [&] { return x.stride(-2) == 1 && (x.stride(-1) >= std::max<int64_t>(1, x.size(-2)) || x.size(-1) == 1); };
-  if (row_major()) {
-    const CBLAS_TRANSPOSE t = op == MatOp::None ? CblasNoTrans : op == MatOp::Transpose ? CblasTrans : CblasConjTrans;
-    return {x, t, x.size(-2) == 1 ? std::max<int64_t>(1, x.size(-1)) : x.stride(-2)};
-  }
-  if (col_major() && op != MatOp::ConjTranspose) {
-    // X stored column-major is X^T row-major: flip the flag.
-    return {x, op == MatOp::None ? CblasTrans : CblasNoTrans, x.size(-1) == 1 ? std::max<int64_t>(1, x.size(-2)) : x.stride(-1)};
-  }
-  x = contiguous(x);
-  const CBLAS_TRANSPOSE t = op == MatOp::None ? CblasNoTrans : op == MatOp::Transpose ? CblasTrans : CblasConjTrans;
-  return {x, t, std::max<int64_t>(1, x.size(-1))};
-}
-
-template <class T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-  } else if constexpr (std::is_same_v<T, c64>) {
-    const c64 one(1), zero(0);
-    cblas_cgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc);
-  } else {
-    const c128 one(1), zero(0);
-    cblas_zgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc);
-  }
-}
-
-// Byte offsets of each batch item of `t` for the broadcast batch shape.
+// Element offsets of each batch item of `t` for the broadcast batch shape.
 std::vector<int64_t> batch_offsets(const Tensor& t, const Dims& batch) {
   const int lead = batch.size() - (t.dim() - 2);
   std::vector<int64_t> offsets(static_cast<size_t>(batch.numel()), 0);
@@ -72,10 +29,29 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Dims& batch) {
   return offsets;
 }
 
+// op(X) as a GEMM operand. A row-major X goes in with op's own flag; X stored
+// column-major is X^T row-major, so the flag flips; otherwise (or when a
+// conjugate without transpose would be needed) X is copied to row-major.
+GemmOperand gemm_operand(Tensor x, MatOp op, const Dims& batch) {
+  auto row_major = [&] { return x.stride(-1) == 1 && (x.stride(-2) >= std::max<int64_t>(1, x.size(-1)) || x.size(-2) == 1); };
+  auto col_major = [&] { return x.stride(-2) == 1 && (x.stride(-1) >= std::max<int64_t>(1, x.size(-2)) || x.size(-1) == 1); };
+  GemmOperand g;
+  if (row_major()) {
+    g = {x, blas_op(op), x.size(-2) == 1 ? std::max<int64_t>(1, x.size(-1)) : x.stride(-2), {}};
+  } else if (col_major() && op != MatOp::ConjTranspose) {
+    g = {x, op == MatOp::None ? BlasOp::T : BlasOp::N, x.size(-1) == 1 ? std::max<int64_t>(1, x.size(-2)) : x.stride(-1), {}};
+  } else {
+    x = contiguous(x);
+    g = {x, blas_op(op), std::max<int64_t>(1, x.size(-1)), {}};
+  }
+  g.offsets = batch_offsets(g.t, batch);
+  return g;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
-  if (Backend* b = device_backend("matmul", a_in, {b_in})) return b->matmul(a_in, b_in, op_a, op_b);
+  const Device device = op_device("matmul", a_in, {b_in});
   PHASOR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: 0-d operands (shapes ", a_in.shape(), " and ", b_in.shape(), ")");
   PHASOR_CHECK(a_in.device() == b_in.device(), "matmul: devices differ (", a_in.device(), " and ", b_in.device(), ")");
   // 1-d operands act as a row (a) or a column (b) vector, as in NumPy.
@@ -109,21 +85,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
   Dims out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = empty(out_shape, dt, a.device());
+  Tensor out = empty(out_shape, dt, device);
   if (out.numel() > 0) {
-    if (k == 0) {
-      fill_(out, 0.0);
-    } else {
-      const GemmOperand ga = as_gemm_operand(a, op_a), gb = as_gemm_operand(b, op_b);
-      const auto ao = batch_offsets(ga.t, batch), bo = batch_offsets(gb.t, batch);
-      dispatch_inexact(dt, "matmul", [&]<class T>() {
-        const T* pa = ga.t.template data<T>();
-        const T* pb = gb.t.template data<T>();
-        T* pc = out.data<T>();
-        for (size_t i = 0; i < ao.size(); ++i)
-          gemm<T>(ga.trans, gb.trans, m, n, k, pa + ao[i], ga.ld, pb + bo[i], gb.ld, pc + static_cast<int64_t>(i) * m * n, n);
-      });
-    }
+    if (k == 0) fill_(out, 0.0);
+    else backend(device).gemm(out, GemmPlan{gemm_operand(a, op_a, batch), gemm_operand(b, op_b, batch), m, n, k});
   }
   if (a_vec) out = squeeze(out, -2);
   if (b_vec) out = squeeze(out, -1);

@@ -150,10 +150,12 @@ Tensor as_strided(const Tensor& t, const Dims& shape, const Dims& strides, int64
 // ---- randomness (Philox; see tensor/random.h) ----
 Generator& default_generator();
 void manual_seed(uint64_t seed);
-Tensor rand(const Dims& shape, DType dtype = DType::Float32, Generator* gen = nullptr);
-Tensor randn(const Dims& shape, DType dtype = DType::Float32, Generator* gen = nullptr);
-Tensor uniform(const Dims& shape, double low, double high, DType dtype = DType::Float32, Generator* gen = nullptr);
-Tensor normal(const Dims& shape, double mean, double std, DType dtype = DType::Float32, Generator* gen = nullptr);
+// Element i of a draw depends only on (seed, position in the stream, i): every
+// device draws the same numbers.
+Tensor rand(const Dims& shape, DType dtype = DType::Float32, Generator* gen = nullptr, Device device = kCPU);
+Tensor randn(const Dims& shape, DType dtype = DType::Float32, Generator* gen = nullptr, Device device = kCPU);
+Tensor uniform(const Dims& shape, double low, double high, DType dtype = DType::Float32, Generator* gen = nullptr, Device device = kCPU);
+Tensor normal(const Dims& shape, double mean, double std, DType dtype = DType::Float32, Generator* gen = nullptr, Device device = kCPU);
 
 // ---- template definitions ----
 Tensor to_cpu(const Tensor& t);  // in tensor/backend.cpp: a copy on the CPU (t itself when already there)

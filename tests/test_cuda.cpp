@@ -470,19 +470,16 @@ TEST_CASE("cuda: index_select, index_add, gather and scatter_add (ordered sums, 
 
 // ---------------------------------------------------------------- random
 
-TEST_CASE("cuda: fill_uniform_ and fill_normal_ reproduce the CPU's Philox stream") {
-  Backend* b = backend_for(G);
+TEST_CASE("cuda: uniform and normal draws on the GPU reproduce the CPU's Philox stream") {
   for (DType dt : kInexact) {
     Generator g1(77, 5), g2(77, 5);
     const Dims shape = {33, 7};
     const Tensor ref_u = uniform(shape, -1.5, 2.5, dt, &g1);
-    Tensor got_u = empty(shape, dt, G);
-    const int64_t reals = shape.numel() * (is_complex(dt) ? 2 : 1);
-    b->fill_uniform_(got_u, -1.5, 2.5, g2.seed(), g2.reserve(static_cast<uint64_t>((reals + 3) / 4)));
+    const Tensor got_u = uniform(shape, -1.5, 2.5, dt, &g2, G);
+    REQUIRE(got_u.device() == G);
     expect_close(ref_u, got_u, 0, 0, std::string("uniform, bit for bit, ") + dtype_name(dt));
     const Tensor ref_n = normal(shape, 0.5, 2.0, dt, &g1);
-    Tensor got_n = empty(shape, dt, G);
-    b->fill_normal_(got_n, 0.5, 2.0, g2.seed(), g2.reserve(static_cast<uint64_t>((reals + 3) / 4)));
+    const Tensor got_n = normal(shape, 0.5, 2.0, dt, &g2, G);
     expect_close(ref_n, got_n, 1e-12, real_dtype(dt) == DType::Float32 ? 2.5e-7 : 1e-14, std::string("normal ") + dtype_name(dt));
   }
 }

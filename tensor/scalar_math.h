@@ -1,0 +1,187 @@
+#pragma once
+// The scalar maths of the elementwise ops, written once for every backend:
+// the CPU kernels (tensor/cpu/elementwise.cpp, compiled by the host compiler
+// with std::complex) and the CUDA ones (cuda/elementwise.cu, compiled by nvcc
+// with cuda::std::complex) call these same functions, so both backends apply
+// the same formulas, NaN rules and signed-zero rules.
+#include <cstdint>
+#include <complex>
+#include <type_traits>
+
+#include "tensor/ops.h"
+
+#if defined(__CUDACC__)
+#include <cuda/std/cmath>
+#include <cuda/std/complex>
+#define PHASOR_SCALAR __host__ __device__ __forceinline__
+#else
+#include <cmath>
+#define PHASOR_SCALAR inline __attribute__((always_inline))
+#endif
+
+namespace phasor::scalar {
+
+#if defined(__CUDACC__)
+namespace math = ::cuda::std;
+#else
+namespace math = ::std;
+#endif
+
+// Complex types of either library: std::complex on the host, cuda::std::complex on the device.
+template <class T> struct complex_traits : std::false_type { using real = T; };
+template <class R> struct complex_traits<std::complex<R>> : std::true_type { using real = R; };
+#if defined(__CUDACC__)
+template <class R> struct complex_traits<::cuda::std::complex<R>> : std::true_type { using real = R; };
+#endif
+template <class T> constexpr bool is_complex = complex_traits<T>::value;
+template <class T> using real_t = typename complex_traits<T>::real;
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Value conversion between any two types; complex -> real keeps the real part.
+template <class D, class S>
+PHASOR_SCALAR D convert(S v) {
+  if constexpr (is_complex<S> && !is_complex<D>) return static_cast<D>(v.real());
+  else if constexpr (is_complex<D> && !is_complex<S>) return D(static_cast<real_t<D>>(v), 0);
+  else if constexpr (is_complex<D> && is_complex<S>) return D(static_cast<real_t<D>>(v.real()), static_cast<real_t<D>>(v.imag()));
+  else return static_cast<D>(v);
+}
+
+// Every unary op whose result has the input's type (abs and angle: below).
+// int64 keeps Neg, Square, Sign and Conj; the others never see it.
+template <class T>
+PHASOR_SCALAR T unary_value(ops::Unary op, T x) {
+  using ops::Unary;
+  using R = real_t<T>;
+  if constexpr (std::is_same_v<T, int64_t>) {
+    switch (op) {
+      case Unary::Neg: return -x;
+      case Unary::Square: return x * x;
+      case Unary::Sign: return (x > 0) - (x < 0);
+      default: return x;  // Conj
+    }
+  } else {
+    switch (op) {
+      case Unary::Neg: return -x;
+      case Unary::Exp: return math::exp(x);
+      case Unary::Log: return math::log(x);
+      case Unary::Sqrt: return math::sqrt(x);
+      case Unary::Rsqrt: return R(1) / math::sqrt(x);
+      case Unary::Sin: return math::sin(x);
+      case Unary::Cos: return math::cos(x);
+      case Unary::Tanh: return math::tanh(x);
+      case Unary::Sigmoid: return R(1) / (R(1) + math::exp(-x));
+      case Unary::Silu: return x / (R(1) + math::exp(-x));
+      case Unary::Reciprocal: return R(1) / x;
+      case Unary::Square: return x * x;
+      case Unary::Conj:
+        if constexpr (is_complex<T>) return math::conj(x);
+        else return x;
+      case Unary::Sign:
+        if constexpr (is_complex<T>) {
+          const R a = math::abs(x);
+          return a == R(0) ? T(0) : x / a;
+        } else {
+          return T((x > R(0)) - (x < R(0)));
+        }
+      case Unary::Gelu:
+        if constexpr (!is_complex<T>) return R(0.5) * x * (R(1) + math::erf(x * R(0.7071067811865476)));
+        break;
+      case Unary::GeluDerivative:  // Phi(x) + x phi(x)
+        if constexpr (!is_complex<T>)
+          return R(0.5) * (R(1) + math::erf(x * R(0.7071067811865476))) + x * math::exp(R(-0.5) * x * x) * R(0.3989422804014327);
+        break;
+      default: break;
+    }
+    return x;  // unreachable: the front-end refuses the other dtype/op pairs
+  }
+}
+
+// |x| (the modulus for complex x; int64 stays int64).
+template <class T>
+PHASOR_SCALAR real_t<T> abs_value(T x) {
+  if constexpr (std::is_same_v<T, int64_t>) return x < 0 ? -x : x;
+  else return static_cast<real_t<T>>(math::abs(x));
+}
+// arg(x); for real x, pi when x < 0 and 0 otherwise.
+template <class T>
+PHASOR_SCALAR real_t<T> angle_value(T x) {
+  if constexpr (is_complex<T>) return math::arg(x);
+  else return x < T(0) ? static_cast<real_t<T>>(kPi) : real_t<T>(0);
+}
+
+template <class T>
+PHASOR_SCALAR T binary_value(ops::Binary op, T a, T b) {
+  using ops::Binary;
+  switch (op) {
+    case Binary::Add: return a + b;
+    case Binary::Sub: return a - b;
+    case Binary::Mul: return a * b;
+    case Binary::Div: return a / b;
+    case Binary::Pow:
+      if constexpr (std::is_same_v<T, int64_t>) return static_cast<T>(math::pow(static_cast<double>(a), static_cast<double>(b)));
+      else return math::pow(a, b);
+    case Binary::Maximum:
+      if constexpr (!is_complex<T>) return (a != a || a > b) ? a : b;  // NaN propagates
+      break;
+    case Binary::Minimum:
+      if constexpr (!is_complex<T>) return (a != a || a < b) ? a : b;
+      break;
+    case Binary::Atan2:
+      if constexpr (!is_complex<T> && !std::is_same_v<T, int64_t>) return math::atan2(a, b);
+      break;
+  }
+  return a;
+}
+
+// Complex types order nothing: only Eq and Ne reach them.
+template <class T>
+PHASOR_SCALAR bool compare_value(ops::Compare op, T p, T q) {
+  using ops::Compare;
+  if constexpr (is_complex<T>) {
+    return op == Compare::Eq ? p == q : p != q;
+  } else {
+    switch (op) {
+      case Compare::Eq: return p == q;
+      case Compare::Ne: return p != q;
+      case Compare::Lt: return p < q;
+      case Compare::Le: return p <= q;
+      case Compare::Gt: return p > q;
+      case Compare::Ge: return p >= q;
+    }
+    return false;
+  }
+}
+
+// m e^{i p} as the complex type C.
+template <class C, class R>
+PHASOR_SCALAR C polar_value(R m, R p) {
+  return C(m * math::cos(p), m * math::sin(p));
+}
+
+// x^p, with the two exponents the models use computed as x x and sqrt(x). The
+// mode is chosen once per call (pow_mode), so each kernel loop stays branch-free.
+enum class PowMode { General, Square, Sqrt };
+inline PowMode pow_mode(double p) { return p == 2.0 ? PowMode::Square : p == 0.5 ? PowMode::Sqrt : PowMode::General; }
+template <PowMode M, class T>
+PHASOR_SCALAR T pow_scalar_value(T x, real_t<T> p) {
+  if constexpr (M == PowMode::Square) return x * x;
+  else if constexpr (M == PowMode::Sqrt) return math::sqrt(x);
+  else return math::pow(x, p);
+}
+
+// One AdamW element update (PyTorch's formula), the step's constants precomputed in T.
+template <class T>
+struct AdamWConstants {
+  T decay, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, bias_correction2_sqrt, step_size;
+};
+template <class T>
+PHASOR_SCALAR void adamw_update(T& p, T g, T& m, T& v, const AdamWConstants<T>& c) {
+  p *= c.decay;
+  m = m * c.beta1 + g * c.one_minus_beta1;
+  v = v * c.beta2 + g * g * c.one_minus_beta2;
+  const T denom = math::sqrt(v) / c.bias_correction2_sqrt + c.eps;
+  p -= c.step_size * (m / denom);
+}
+
+}  // namespace phasor::scalar
