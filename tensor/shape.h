@@ -54,9 +54,17 @@ class Dims {
   }
   std::vector<int64_t> vec() const { return {begin(), end()}; }
 
+  // The element count; an error when it does not fit in int64 (a shape such
+  // as [2^40, 2^40] must not wrap around to a small allocation).
   int64_t numel() const {
     int64_t n = 1;
-    for (int i = 0; i < size_; ++i) n *= data_[i];
+    bool overflow = false;
+    for (int i = 0; i < size_; ++i) overflow |= __builtin_mul_overflow(n, data_[i], &n);
+    if (overflow) {
+      for (int i = 0; i < size_; ++i)
+        if (data_[i] == 0) return 0;
+      too_many_elements();
+    }
     return n;
   }
   friend bool operator==(const Dims& a, const Dims& b) {
@@ -65,6 +73,7 @@ class Dims {
   friend bool operator!=(const Dims& a, const Dims& b) { return !(a == b); }
 
  private:
+  [[noreturn]] void too_many_elements() const;
   template <class It>
   void assign(It first, It last) {
     size_ = 0;
@@ -79,6 +88,8 @@ inline std::ostream& operator<<(std::ostream& os, const Dims& d) {
   for (int i = 0; i < d.size(); ++i) os << (i ? ", " : "") << d[i];
   return os << ']';
 }
+
+inline void Dims::too_many_elements() const { fail("shape ", *this, " has more elements than an int64 can count"); }
 
 // Row-major strides of a shape, in elements.
 inline Dims contiguous_strides(const Dims& shape) {

@@ -41,8 +41,11 @@ bool Tensor::is_contiguous() const {
 
 Tensor empty(const Dims& shape, DType dtype, Device device) {
   for (int64_t d : shape) PHASOR_CHECK(d >= 0, "empty: negative dimension in shape ", shape);
+  int64_t bytes = 0;
+  PHASOR_CHECK(!__builtin_mul_overflow(shape.numel(), static_cast<int64_t>(itemsize(dtype)), &bytes), "empty: shape ", shape, " of ",
+               dtype, " needs more bytes than an int64 can count");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * itemsize(dtype), device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -81,7 +84,10 @@ Tensor as_strided(const Tensor& t, const Dims& shape, const Dims& strides, int64
   int64_t last = offset;  // index of the furthest element the view can reach
   for (int i = 0; i < shape.size(); ++i) {
     PHASOR_CHECK(shape[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in ", shape, " / ", strides);
-    last += std::max<int64_t>(shape[i] - 1, 0) * strides[i];
+    int64_t reach = 0;
+    PHASOR_CHECK(!__builtin_mul_overflow(std::max<int64_t>(shape[i] - 1, 0), strides[i], &reach) &&
+                     !__builtin_add_overflow(last, reach, &last),
+                 "as_strided: view ", shape, " strides ", strides, " offset ", offset, " reaches past the int64 range");
   }
   const auto capacity = static_cast<int64_t>(t.storage()->nbytes() / itemsize(t.dtype()));
   PHASOR_CHECK(offset >= 0 && (shape.numel() == 0 ? offset <= capacity : last < capacity), "as_strided: view ", shape,

@@ -229,3 +229,19 @@ TEST_CASE("misuse throws phasor::Error naming the op and shapes") {
   CHECK(error_of([] { (void)zeros({2}).item<float>(); }).find("item()") == 0);
   CHECK(error_of([] { (void)lt(zeros({1}, DType::Complex64), zeros({1}, DType::Complex64)); }).find("complex") != std::string::npos);
 }
+
+TEST_CASE("sizes that overflow int64 are refused, never wrapped into a small allocation") {
+  const int64_t big = int64_t{1} << 40;
+  // 2^80 elements: the product wraps to 0 in int64 arithmetic.
+  CHECK(error_of([&] { empty({big, big}); }).find("more elements than an int64 can count") != std::string::npos);
+  CHECK(error_of([&] { empty({big, big, 3}, DType::Float64); }).find("more elements") != std::string::npos);
+  // 2^61 elements fit, but not their bytes as complex128 (16 bytes each).
+  CHECK(error_of([&] { empty({int64_t{1} << 61}, DType::Complex128); }).find("needs more bytes than an int64 can count") !=
+        std::string::npos);
+  // A zero dim anywhere makes an empty tensor, however large the others.
+  CHECK(empty({big, big, 0}).numel() == 0);
+  // A view whose furthest element lies past the int64 range.
+  const Tensor t = zeros({4});
+  CHECK(error_of([&] { as_strided(t, {3, 3}, {int64_t{1} << 62, int64_t{1} << 62}, 0); }).find("reaches past the int64 range") !=
+        std::string::npos);
+}
