@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/common.cuh"
+#include "tensor/scalar_math.h"
 
 namespace phasor::gpu {
 
@@ -150,11 +151,11 @@ struct CmhaParamsDev {
   int64_t n, h, p, offset;
 };
 
-// theta = delta phi + bias + beta m w_j; the position term in double, then R (float32 or wider).
+// theta = delta phi + bias + beta m w_j, formed as on the CPU (tensor/scalar_math.h).
 template <class R>
 __device__ inline R cmha_theta(const CmhaParamsDev<R>& a, int64_t hi, int64_t j, R phi, double pos) {
   const int64_t hj = hi * a.p + j;
-  return a.delta[hj] * phi + (a.bias ? a.bias[hj] : R(0)) + static_cast<R>(static_cast<double>(a.beta[hi]) * pos * a.w[j]);
+  return scalar::cmha_theta(a.delta[hj], phi, a.bias ? a.bias[hj] : R(0), a.beta[hi], scalar::cmha_position_angle<R>(pos, a.w[j]));
 }
 
 template <class R>
@@ -168,7 +169,7 @@ __global__ void cmha_kernel(const cplx<R>* z, cplx<R>* out, CmhaParamsDev<R> a, 
       const int hi = slot / p, j = slot - hi * p;
       const cplx<R> v = z[base + slot];
       const R re = v.real(), im = v.imag();
-      const R r = ::cuda::std::sqrt(re * re + im * im + static_cast<R>(1e-9));
+      const R r = ::cuda::std::sqrt(re * re + im * im + static_cast<R>(ops::kEulerEps));
       const R phi = ::cuda::std::atan2(im, re);
       const R theta = cmha_theta(a, hi, j, phi, position);
       R sn, cs;
@@ -200,7 +201,7 @@ __global__ void cmha_backward_kernel(const cplx<R>* grad, const cplx<R>* z, cplx
       const int64_t e = pos_index * hp + slot;
       const cplx<R> v = z[e], gv = grad[e];
       const R re = v.real(), im = v.imag();
-      const R r2 = re * re + im * im + static_cast<R>(1e-9);
+      const R r2 = re * re + im * im + static_cast<R>(ops::kEulerEps);
       const R r = ::cuda::std::sqrt(r2);
       const R phi = ::cuda::std::atan2(im, re);
       const R theta = cmha_theta(a, hi, j, phi, pos);
@@ -214,7 +215,7 @@ __global__ void cmha_backward_kernel(const cplx<R>* grad, const cplx<R>* z, cplx
       dz[e] = cplx<R>(k_re * re - k_im * im, k_re * im + k_im * re);
       acc_delta += static_cast<double>(d_theta) * phi;
       acc_bias += d_theta;
-      acc_beta += static_cast<double>(d_theta) * pos * a.w[j];
+      acc_beta += static_cast<double>(d_theta * scalar::cmha_position_angle<R>(pos, a.w[j]));
     }
   }
   // Reduce over threadIdx.y in order.

@@ -28,14 +28,15 @@ inline float atan_unit(float a) {
   return reduce ? p + kPiOver4 : p;
 }
 
-// atan2(y, x) with atan2(0, 0) = 0 and the signs of std::atan2 for finite inputs.
+// atan2(y, x) with std::atan2's results for finite inputs, signed zeros
+// included: atan2(+-0, +0) = +-0 and atan2(+-0, -0) = +-pi.
 inline float atan2(float y, float x) {
   const float ax = std::fabs(x), ay = std::fabs(y);
   const float hi = ax > ay ? ax : ay, lo = ax > ay ? ay : ax;
   const float a = lo / (hi > 0.0f ? hi : 1.0f);  // 0 / 1 at the origin
   float r = atan_unit(a);
   r = ay > ax ? kPiOver2 - r : r;
-  r = x < 0.0f ? kPi - r : r;
+  r = std::signbit(x) ? kPi - r : r;  // signbit, not x < 0: -0 is on the negative side
   return std::copysign(r, y);
 }
 

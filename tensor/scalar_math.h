@@ -184,4 +184,36 @@ PHASOR_SCALAR void adamw_update(T& p, T g, T& m, T& v, const AdamWConstants<T>& 
   p -= c.step_size * (m / denom);
 }
 
+// Products and sums rounded one by one. nvcc contracts a * b + c into one
+// fused multiply-add by default; the host compiler (x86-64 without -march)
+// does not. Where both backends must agree to the bit, as in a phase whose
+// position term reaches thousands of radians, the device rounds explicitly.
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+#else
+template <class R>
+PHASOR_SCALAR R mul_rn(R a, R b) {
+  return a * b;
+}
+template <class R>
+PHASOR_SCALAR R add_rn(R a, R b) {
+  return a + b;
+}
+#endif
+
+// ---- the ComplexFormer rotation's phase (tensor/fused.h), formed one way on every backend ----
+// m w_j in double, rounded once to R (as the spec's reference does); beta scales it in R.
+template <class R>
+PHASOR_SCALAR R cmha_position_angle(double m, double w) {
+  return static_cast<R>(mul_rn(m, w));
+}
+// theta = delta phi + phase_bias + beta (m w_j), each operation rounded in R.
+template <class R>
+PHASOR_SCALAR R cmha_theta(R delta, R phi, R bias, R beta, R position_angle) {
+  return add_rn(add_rn(mul_rn(delta, phi), bias), mul_rn(beta, position_angle));
+}
+
 }  // namespace phasor::scalar

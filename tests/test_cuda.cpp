@@ -532,7 +532,7 @@ TEST_CASE("cuda: rotary tables (RoPE / XPos) and the ComplexFormer rotation, for
       const DType rt = real_dtype(dt);
       const Tensor delta = rnd(hp, rt, 0.5, 1.5), bias = rnd(hp, rt, -0.5, 0.5), beta = rnd({shape[2]}, rt, 0.5, 1.5), g = rnd(shape, dt);
       for (bool with_bias : {true, false})
-        for (int64_t offset : {0, 11}) {
+        for (int64_t offset : {0, 11, 3000}) {  // past 2048 too: the position term formed as on the CPU
           const ops::CmhaParams pc{delta, with_bias ? bias : Tensor(), beta, offset, 10000.0};
           const ops::CmhaParams pg{on_gpu(delta), with_bias ? on_gpu(bias) : Tensor(), on_gpu(beta), offset, 10000.0};
           const std::string what = std::string(dtype_name(dt)) + " " + str(shape) + (with_bias ? " bias" : "") + " offset " + std::to_string(offset);

@@ -37,3 +37,14 @@ TEST_CASE("fast sincos matches libm over the phases attention produces") {
   CHECK(worst_small < 2e-7);
   CHECK(worst_large < 2e-7);
 }
+
+TEST_CASE("fast atan2 follows libm on signed zeros: atan2(+-0, -0) = +-pi, atan2(+-0, +0) = +-0") {
+  for (float y : {0.0f, -0.0f})
+    for (float x : {0.0f, -0.0f}) {
+      const float fast = fastmath::atan2(y, x), ref = std::atan2(y, x);
+      CAPTURE(y);
+      CAPTURE(x);
+      CHECK(fast == ref);
+      CHECK(std::signbit(fast) == std::signbit(ref));
+    }
+}

@@ -219,3 +219,24 @@ TEST_CASE("bad model configurations and inputs are refused with clear errors") {
   CausalLM rope(small_config("rope"));
   CHECK(error_of([&] { (void)rope.forward(from_vector<int64_t>({300}, {1, 1})); }).find("outside the vocabulary") != std::string::npos);
 }
+
+TEST_CASE("fused CMHA rotation stays accurate at positions past 2048 (float32 against float64)") {
+  Generator g(21);
+  const Tensor z = randn({1, 64, 2, 8}, DType::Complex128, &g);
+  const Tensor delta = normal({2, 8}, 1.0, 0.3, DType::Float64, &g), beta = normal({2}, 1.0, 0.3, DType::Float64, &g);
+  for (int64_t offset : {2048, 4000, 9000}) {
+    CAPTURE(offset);
+    const ops::CmhaParams p64{delta, Tensor(), beta, offset, 10000.0};
+    const ops::CmhaParams p32{ops::to(delta, DType::Float32), Tensor(), ops::to(beta, DType::Float32), offset, 10000.0};
+    const Tensor ref = ops::cmha_rotate(z, p64);
+    const Tensor got = ops::to(ops::cmha_rotate(ops::to(z, DType::Complex64), p32), DType::Complex128);
+    REQUIRE(ops::all_finite(got));
+    // The float32 phase beta m w_j is a number of up to ~1.5e4 radians: one rounding of it
+    // costs up to 2^-11 rad there, so the bound scales with the largest position angle.
+    const double angle = 1.6 * static_cast<double>(offset + 64);
+    const double bound = 2.0 * angle * std::ldexp(1.0, -24) + 1e-5;
+    const double err = max_abs(ops::unary(ops::Unary::Abs, ref - got)) / max_abs(ops::unary(ops::Unary::Abs, ref));
+    CHECK(err < bound);
+    CHECK(err > 0);  // float32 really ran: the comparison can fail
+  }
+}

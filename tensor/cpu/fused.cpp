@@ -203,8 +203,7 @@ void CpuBackend::cmha_rotate(const Tensor& out, const Tensor& z, const ops::Cmha
               const R re = zin[2 * j], im = zin[2 * j + 1];
               const R r = std::sqrt(re * re + im * im + static_cast<R>(kEulerEps));
               const R phi = fastmath::atan2(im, re);
-              // Phase in float32 or wider; m w_j is formed in double and rounded once (as the spec's reference does).
-              const R theta = delta[j] * phi + bias[j] + beta * static_cast<R>(pos * wd[j]);
+              const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, scalar::cmha_position_angle<R>(pos, wd[j]));
               R s, c;
               fastmath::sincos(theta, s, c);
               zout[2 * j] = r * c;
@@ -261,8 +260,8 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g
                 const R r2 = re * re + im * im + static_cast<R>(kEulerEps);
                 const R r = std::sqrt(r2);
                 const R phi = fastmath::atan2(im, re);
-                const R mw = static_cast<R>(pos * wd[j]);
-                const R theta = delta[j] * phi + bias[j] + beta * mw;
+                const R mw = scalar::cmha_position_angle<R>(pos, wd[j]);
+                const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, mw);
                 R s, c;
                 fastmath::sincos(theta, s, c);
                 // u = conj(G) (c + i s)
