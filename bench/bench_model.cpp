@@ -5,7 +5,7 @@
 //   build/bench/bench_model --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
-#include "models/evaluate.h"
+#include "app/evaluate.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"

@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/train.h"
 #include "models/config.h"
 #include "models/model_io.h"
-#include "models/train.h"
 #include "tensor/error.h"
 
 namespace {

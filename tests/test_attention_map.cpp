@@ -1,4 +1,4 @@
-// Attention maps (models/attention_map.h, `phasor attention`): the
+// Attention maps (app/attention_map.h, `phasor attention`): the
 // probabilities of one head equal a softmax computed here from
 // Attention::scores (with 1/sqrt(d), the causal mask and ALiBi's bias), rows
 // sum to 1, and the SVG draws one cell per non-zero probability.
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "models/attention_map.h"
+#include "app/attention_map.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"

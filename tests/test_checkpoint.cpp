@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/train.h"
 #include "models/model_io.h"
-#include "models/train.h"
 #include "models/transformer.h"
 #include "nn/atomic_file.h"
 #include "nn/checkpoint.h"

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/distributed.h"
+#include "app/distributed.h"
 #include "nn/checkpoint.h"
 #include "phasor.h"
 #include "tests/scratch.h"

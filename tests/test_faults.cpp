@@ -33,8 +33,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/train.h"
 #include "models/model_io.h"
-#include "models/train.h"
 #include "nn/atomic_file.h"
 #include "nn/checkpoint.h"
 #include "tests/scratch.h"

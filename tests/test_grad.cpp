@@ -1,4 +1,4 @@
-// The complex-gradient study (models/gradient.h, `phasor grad`, train --log-heads):
+// The complex-gradient study (app/gradient.h, `phasor grad`, train --log-heads):
 // window gradients against central finite differences of the evaluation loss
 // in float64, the Euler-transform gradients dL/dr and dL/dphi against the
 // autograd gradients of the composed rotation's r and phi and against the
@@ -20,14 +20,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/evaluate.h"
+#include "app/gradient.h"
+#include "app/train.h"
 #include "models/data/corpus.h"
 #include "models/data/dataset.h"
 #include "models/data/tokenizer.h"
-#include "models/evaluate.h"
-#include "models/gradient.h"
 #include "models/model_io.h"
 #include "models/probe.h"
-#include "models/train.h"
 #include "models/transformer.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"

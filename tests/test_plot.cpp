@@ -1,4 +1,4 @@
-// Loss-curve plots of training runs, and the per-head statistics charts of --log-heads runs (models/plot.h).
+// Loss-curve plots of training runs, and the per-head statistics charts of --log-heads runs (app/plot.h).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/plot.h"
 #include "models/data/corpus.h"
-#include "models/plot.h"
 #include "tensor/error.h"
 
 using namespace phasor;

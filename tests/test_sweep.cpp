@@ -1,4 +1,4 @@
-// `phasor sweep` (models/sweep.h): a tiny plan end to end through the CLI's
+// `phasor sweep` (app/sweep.h): a tiny plan end to end through the CLI's
 // child processes, then resuming, refusing another plan, and the report.
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/sweep.h"
 #include "models/data/corpus.h"
-#include "models/sweep.h"
 #include "tensor/error.h"
 
 using namespace phasor;

@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "app/gradient.h"
 #include "bench/libtorch/reference_model.h"
 #include "models/data/dataset.h"
 #include "models/data/tokenizer.h"
-#include "models/gradient.h"
 #include "models/model_io.h"
 #include "nn/checkpoint.h"
 #include "phasor.h"

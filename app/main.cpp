@@ -11,16 +11,16 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "models/attention_map.h"
+#include "app/attention_map.h"
+#include "app/distributed.h"
+#include "app/evaluate.h"
+#include "app/gradient.h"
+#include "app/plot.h"
+#include "app/sweep.h"
+#include "app/train.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
-#include "models/distributed.h"
-#include "models/evaluate.h"
-#include "models/gradient.h"
 #include "models/model_io.h"
-#include "models/plot.h"
-#include "models/sweep.h"
-#include "models/train.h"
 
 using namespace phasor;
 

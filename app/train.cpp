@@ -1,4 +1,4 @@
-#include "models/train.h"
+#include "app/train.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -13,14 +13,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/distributed.h"
+#include "app/evaluate.h"
+#include "app/gradient.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "models/data/corpus.h"
 #include "models/data/dataset.h"
 #include "models/data/tokenizer.h"
-#include "models/distributed.h"
-#include "models/evaluate.h"
-#include "models/gradient.h"
 #include "models/model_io.h"
 #include "models/probe.h"
 #include "nn/atomic_file.h"
@@ -253,7 +253,7 @@ struct Run {
 
   // --log-heads: probes on every layer during the steps that are logged, so
   // their backward leaves the gradients reaching the Euler transform
-  // (models/gradient.h). Other steps, and runs without the flag, carry none.
+  // (app/gradient.h). Other steps, and runs without the flag, carry none.
   void probe_heads(bool on) {
     head_probes.reset();
     if (on && options.model.position == "complexformer") head_probes = std::make_unique<ProbeScope>(*model);

@@ -1,4 +1,4 @@
-#include "models/distributed.h"
+#include "app/distributed.h"
 
 #include <sched.h>
 #include <unistd.h>

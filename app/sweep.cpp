@@ -1,4 +1,4 @@
-#include "models/sweep.h"
+#include "app/sweep.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/evaluate.h"
+#include "app/train.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
-#include "models/evaluate.h"
 #include "models/model_io.h"
-#include "models/train.h"
 #include "tensor/error.h"
 
 extern char** environ;

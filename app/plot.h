@@ -44,7 +44,7 @@ std::string line_chart_svg(const std::string& title, const std::vector<LineSerie
 void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg);
 
 // Per-head statistics of a complexformer run trained with --log-heads
-// (models/train.cpp writes them as "heads": one object per layer, each key an
+// (app/train.cpp writes them as "heads": one object per layer, each key an
 // array of one number per head). For each metric, one (step, value) series per
 // layer and head.
 struct HeadSeries {

@@ -1,4 +1,4 @@
-#include "models/evaluate.h"
+#include "app/evaluate.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "models/plot.h"
+#include "app/plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/svg.h"
 #include "models/data/corpus.h"
-#include "models/svg.h"
 #include "tensor/error.h"
 
 namespace phasor {

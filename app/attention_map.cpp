@@ -1,14 +1,14 @@
-#include "models/attention_map.h"
+#include "app/attention_map.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
+#include "app/svg.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "models/probe.h"
-#include "models/svg.h"
 
 namespace phasor {
 

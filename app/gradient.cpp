@@ -1,4 +1,4 @@
-#include "models/gradient.h"
+#include "app/gradient.h"
 
 #include <optional>
 

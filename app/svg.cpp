@@ -1,4 +1,4 @@
-#include "models/svg.h"
+#include "app/svg.h"
 
 #include <algorithm>
 #include <cmath>

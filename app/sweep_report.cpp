@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/plot.h"
+#include "app/sweep.h"
 #include "models/data/corpus.h"
-#include "models/plot.h"
-#include "models/sweep.h"
 #include "tensor/error.h"
 
 namespace phasor {
