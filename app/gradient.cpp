@@ -20,7 +20,7 @@ Tensor grad_or_zeros(const Tensor& t) {
 
 // One side of the transform. The rotation is w = polar(r, theta) with
 // theta = delta phi + phase_bias + beta m w_j. With G = w.grad (the repo's
-// convention: G = dL/dRe w + i dL/dIm w, DESIGN.md), polar's derivative
+// convention: G = dL/dRe w + i dL/dIm w, docs/design.md "Complex gradients"), polar's derivative
 // (docs/complex-gradients.md, section 4) gives
 //   dL/dr     = Re(conj(G) e^{i theta}) = Re(G conj(w)) / r       (e^{i theta} = w / r)
 //   dL/dtheta = Re(conj(G) i w)         = Im(G conj(w))

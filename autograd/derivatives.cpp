@@ -1,6 +1,6 @@
 // Every derivative of the differentiable API, written as maths.
 //
-// Convention (DESIGN.md, as PyTorch): for a real loss L and complex z = x + iy,
+// Convention (docs/design.md, "Complex gradients", as PyTorch): for a real loss L and complex z = x + iy,
 // the gradient is G_z = dL/dx + i dL/dy. For y = f(z) the chain rule reads
 //     G_z = G_y * conj(df/dz) + conj(G_y) * (df/dz*),
 // so a holomorphic f gives G_z = G_y * conj(f'(z)), and a real function of z

@@ -32,7 +32,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return acc;
 }
 
-// The convention of DESIGN.md, applied once here for every op: a real input
+// The convention of docs/design.md ("Complex gradients"), applied once here for every op: a real input
 // takes the real part of a complex gradient, broadcast dims are summed away,
 // and the gradient takes the input's precision.
 Tensor adapt_gradient(Tensor g, const InputInfo& in) {

@@ -5,7 +5,7 @@
 // keeps what its backward needs (saved tensors, captured in the closure) and
 // the shape/dtype of each input, so formulas can ignore broadcasting and
 // real/complex promotion: the engine sums broadcast dims away and takes the
-// real part for real inputs (the convention of DESIGN.md).
+// real part for real inputs (the convention of docs/design.md, "Complex gradients").
 #include <functional>
 #include <memory>
 #include <string>

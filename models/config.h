@@ -1,5 +1,5 @@
 #pragma once
-// The model configuration of ../shared/SPEC-complexformer.md, with its JSON form
+// The model configuration of docs/spec.md ("Configuration"), with its JSON form
 // (the `config` string inside a checkpoint's __metadata__).
 #include <cstdint>
 #include <string>

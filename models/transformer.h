@@ -1,5 +1,5 @@
 #pragma once
-// The causal language model of ../shared/SPEC-complexformer.md, every
+// The causal language model of docs/spec.md ("The network"), every
 // `position` variant, with a KV cache for generation.
 #include <memory>
 #include <vector>

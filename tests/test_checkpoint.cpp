@@ -1,5 +1,5 @@
 // Model files and training checkpoints: round trips, the exact on-disk layout
-// of SPEC-complexformer.md ("Checkpoint layout") read back without Phasor's
+// of docs/spec.md ("Checkpoint layout") read back without Phasor's
 // parser, a file written by hand that Phasor must load, clear refusals of
 // broken files, and crash safety (an injected write failure leaves the
 // previous checkpoint intact, byte for byte).

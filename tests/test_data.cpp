@@ -1,5 +1,5 @@
 // The data layer: byte tokenizer, corpora, splits, sampled and evaluation
-// windows (../shared/SPEC-complexformer.md, "Tokenizer and evaluation windows").
+// windows (docs/spec.md, "Tokenizer and evaluation windows").
 #include <doctest/doctest.h>
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// The building blocks of the causal LM of SPEC-complexformer.md, as LibTorch
+// The building blocks of the causal LM of docs/spec.md, as LibTorch
 // modules whose registered names are the checkpoint's names
 // ("attn_norm.weight", "attn.wq.weight", "attn.delta", "ffn.w1.weight", ...).
 #include <torch/torch.h>

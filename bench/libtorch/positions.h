@@ -1,8 +1,8 @@
 #pragma once
-// The position maths of SPEC-complexformer.md as LibTorch tensors: rotary
+// The position maths of docs/spec.md ("Attention variants") as LibTorch tensors: rotary
 // frequencies and rotations, xPos scales, ALiBi slopes, the sinusoidal table
 // and the eps-regularised phase of the Euler transform. Tables are computed in
-// float64 and rounded once to float32 (DESIGN: phases in float32 or wider).
+// float64 and rounded once to float32 (docs/design.md, "Phases in float32 or wider").
 #include <torch/torch.h>
 
 #include <cstdint>

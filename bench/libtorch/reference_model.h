@@ -1,5 +1,5 @@
 #pragma once
-// The LibTorch version of the ComplexFormer causal LM (../../shared/SPEC-complexformer.md):
+// The LibTorch version of the ComplexFormer causal LM (docs/spec.md):
 // the reference Phasor is checked against for numerical parity and benchmarked
 // against. named_parameters() gives exactly the checkpoint's names, so weights
 // move between the two by name (state / load_state, or a safetensors file).

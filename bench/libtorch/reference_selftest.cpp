@@ -1,4 +1,4 @@
-// Self-checks of the LibTorch reference against SPEC-complexformer.md, written
+// Self-checks of the LibTorch reference against docs/spec.md, written
 // independently of Phasor: closed-form scores, relative-position invariance,
 // ALiBi slopes, the untrained loss, training, checkpoints and eval windows.
 #include <cmath>

@@ -25,7 +25,7 @@ std::string load_text(const std::string& name_or_path);
 // Reads a whole file as bytes; phasor::Error names the file if it cannot be read.
 std::string read_text_file(const std::string& path);
 // Writes to a temporary name in the same folder, flushes, then renames, so
-// readers never see a half-written file (see ../../shared/DESIGN.md).
+// readers never see a half-written file (see docs/design.md, "Crash-safe files").
 void write_text_atomically(const std::string& path, std::string_view text);
 
 // A prompt such as "482+1937=" and its answer "2419".

@@ -2,7 +2,7 @@
 // Token streams for training and evaluation: a deterministic train/validation
 // split, a seeded sampler of random training windows that can be resumed and
 // sharded across data-parallel ranks, and the fixed evaluation windows of
-// ../../shared/SPEC-complexformer.md ("Tokenizer and evaluation windows").
+// docs/spec.md ("Tokenizer and evaluation windows").
 #include <cstdint>
 #include <span>
 #include <vector>

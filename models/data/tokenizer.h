@@ -1,5 +1,5 @@
 #pragma once
-// The byte tokenizer of ../../shared/SPEC-complexformer.md ("Tokenizer and
+// The byte tokenizer of docs/spec.md ("Tokenizer and
 // evaluation windows"): token = byte value, V = 256. Any text round-trips,
 // whatever its encoding, because nothing is ever merged or normalised.
 #include <cstdint>
