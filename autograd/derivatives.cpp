@@ -284,6 +284,19 @@ Tensor angle(const Tensor& z) {
     return {g * imag_unit(v) * ops::unary(Unary::Sign, v) / safe_r};
   });
 }
+// The phase of the spec's Euler transform: angle(z) forward, and the
+// eps-regularised derivative dphi/d(x, y) = (-y, x) / (|z|^2 + eps) backward
+// (docs/spec.md, "complexformer", step 1), so G_z = G i z / (|z|^2 + eps):
+// finite at the origin and equal to angle's wherever |z|^2 >> eps. The fused
+// rotation kernels use the same rule.
+Tensor euler_phase(const Tensor& z, double eps) {
+  PHASOR_CHECK(z.is_complex(), "euler_phase: expected a complex tensor, got ", z.dtype());
+  return record("euler_phase", ops::unary(Unary::Angle, z), {z}, [sz = SavedTensor(z), eps](const Tensor& g) -> Grads {
+    const Tensor v = sz.get();
+    const Tensor r2 = ops::binary(Binary::Add, ops::unary(Unary::Square, ops::unary(Unary::Abs, v)), scalar_tensor(eps, real_dtype(v.dtype())));
+    return {g * imag_unit(v) * v / r2};
+  });
+}
 // y = r e^{i theta}: dL/dr = Re(conj(G) e^{i theta}), dL/dtheta = Re(conj(G) i y).
 // The engine takes real parts for the real inputs.
 Tensor polar(const Tensor& abs_, const Tensor& angle_) {

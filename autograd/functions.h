@@ -55,6 +55,8 @@ Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor conj(const Tensor& z);
 Tensor angle(const Tensor& z);
+// angle(z) with the Euler transform's regularised derivative: G_z = G i z / (|z|^2 + eps).
+Tensor euler_phase(const Tensor& z, double eps);
 Tensor polar(const Tensor& abs, const Tensor& angle);
 Tensor complex(const Tensor& re, const Tensor& im);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

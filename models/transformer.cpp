@@ -59,7 +59,7 @@ Attention::Attention(const ModelConfig& config, Generator* gen) : config_(config
 Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset, Tensor* r_out, Tensor* phi_out) const {
   const int64_t n = z.size(1), h = z.size(2), p = z.size(3);
   const Tensor r = sqrt(square(abs(z)) + ops::kEulerEps);   // Euler transform: modulus...
-  const Tensor phi = angle(z);                               // ...and phase
+  const Tensor phi = euler_phase(z, ops::kEulerEps);         // ...and phase, with the spec's regularised derivative
   if (r_out) *r_out = r;
   if (phi_out) *phi_out = phi;
   // Relative-position angle m w_j (double, then float32), scaled per head by beta.

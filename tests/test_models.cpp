@@ -240,3 +240,37 @@ TEST_CASE("fused CMHA rotation stays accurate at positions past 2048 (float32 ag
     CHECK(err > 0);  // float32 really ran: the comparison can fail
   }
 }
+
+TEST_CASE("composed and fused ComplexFormer rotations agree near z = 0, where the spec's eps-regularised phase derivative matters") {
+  ModelConfig c = small_config("complexformer");
+  c.cmha_init = "paper";
+  CausalLM fused(c, 13), composed(c, 13);
+  composed.set_rotation(RotationImpl::Composed);
+  // Query/key weights scaled so that |z| ~ 1e-6: |z|^2 ~ 1e-12 against eps = 1e-9, where
+  // the plain angle derivative (1/|z|^2) would be ~1000x the regularised one.
+  for (auto* m : {&fused, &composed})
+    for (auto& layer : m->layers)
+      for (const Tensor& w : {layer->attn->wq->weight, layer->attn->wk->weight}) ops::binary_(ops::Binary::Mul, w, scalar_tensor(1e-5));
+  const Tensor tokens = random_tokens(2, 8, 3), targets = random_tokens(2, 8, 4);
+  fused.loss(tokens, targets).backward();
+  composed.loss(tokens, targets).backward();
+  const Tensor gf = fused.layers[0]->attn->wq->weight.grad(), gc = composed.layers[0]->attn->wq->weight.grad();
+  const double scale = max_abs(gf);
+  REQUIRE(scale > 0);
+  CHECK(max_abs_diff(gf, gc) / scale < 1e-2);
+}
+
+TEST_CASE("euler_phase: angle forward, gradient i z / (|z|^2 + eps) backward; gradcheck in complex128") {
+  Generator g(10);
+  const Tensor z = randn({6}, DType::Complex128, &g).requires_grad_();
+  auto r = gradcheck([](const std::vector<Tensor>& in) { return euler_phase(in[0], ops::kEulerEps); }, {z});
+  CHECK_MESSAGE(r.ok, r.message);
+  // At tiny |z| the regularised formula, exactly.
+  const Tensor t = from_vector<c128>({c128(3e-6, -4e-6), c128(0, 0)}).requires_grad_();
+  CHECK(euler_phase(t, ops::kEulerEps).to_vector<double>()[0] == std::atan2(-4e-6, 3e-6));
+  sum(euler_phase(t, ops::kEulerEps)).backward();
+  const auto got = t.grad().to_vector<c128>();
+  const c128 z0(3e-6, -4e-6), want = c128(0, 1) * z0 / (std::norm(z0) + ops::kEulerEps);
+  CHECK(std::abs(got[0] - want) <= 1e-12 * std::abs(want));
+  CHECK(got[1] == c128(0, 0));  // finite (zero) at the origin
+}
