@@ -6,21 +6,16 @@
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tests/helpers.h"
 
 using namespace phasor;
+using namespace phasor::test;
 
 namespace {
 const char* const kVariants[] = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
 
 ModelConfig small_config(const std::string& position) {
-  ModelConfig c;
-  c.position = position;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.d_ff = 64;
-  c.max_seq_len = 64;
-  return c;
+  return model_config(position, {.d_model = 32, .n_layers = 2, .n_heads = 4, .d_ff = 64, .max_seq_len = 64});
 }
 
 Tensor random_tokens(int64_t b, int64_t n, uint64_t seed) {
@@ -28,20 +23,6 @@ Tensor random_tokens(int64_t b, int64_t n, uint64_t seed) {
   std::vector<int64_t> ids(static_cast<size_t>(b * n));
   for (auto& t : ids) t = static_cast<int64_t>(g.next_u64() % 256);
   return from_vector(ids, {b, n});
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
-double max_abs(const Tensor& a) {
-  double m = 0;
-  for (double v : a.to_vector<double>()) m = std::max(m, std::abs(v));
-  return m;
 }
 
 }  // namespace
@@ -198,14 +179,6 @@ TEST_CASE("every variant trains: loss starts near log(V) and falls on a repeated
 }
 
 TEST_CASE("bad model configurations and inputs are refused with clear errors") {
-  auto error_of = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
   ModelConfig c = small_config("rope");
   c.n_heads = 5;
   CHECK(error_of([&] { CausalLM m(c); }).find("not divisible by n_heads") != std::string::npos);
