@@ -12,17 +12,8 @@
 // described where it is handled: complex dot products return 0, the backward
 // of view_as_real rejects odd strides on size-1 dims, and the float32 gelu
 // backward is wrong for non-contiguous gradients.
-#include <torch/torch.h>
-// Debian's LibTorch pulls in glog, whose CHECK* macros would replace doctest's:
-// drop them before doctest defines its own.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#define PHASOR_TEST_WITH_TORCH  // LibTorch first, then doctest: see tests/helpers.h
+#include "tests/helpers.h"
 
 #include <cmath>
 #include <complex>
@@ -36,30 +27,11 @@
 #include "phasor.h"
 
 namespace P = phasor;
+using namespace phasor::test;
 
 namespace {
 
 // ------------------------------------------------------------ conversions
-
-torch::ScalarType torch_dtype(P::DType d) {
-  switch (d) {
-    case P::DType::Bool: return torch::kBool;
-    case P::DType::Int64: return torch::kLong;
-    case P::DType::Float32: return torch::kFloat;
-    case P::DType::Float64: return torch::kDouble;
-    case P::DType::Complex64: return torch::kComplexFloat;
-    case P::DType::Complex128: return torch::kComplexDouble;
-  }
-  return torch::kFloat;
-}
-
-std::vector<int64_t> sizes_of(const P::Dims& d) { return {d.begin(), d.end()}; }
-
-// A LibTorch copy of the values of a Phasor tensor.
-torch::Tensor to_torch(const P::Tensor& p) {
-  const P::Tensor c = P::ops::contiguous(p);
-  return torch::from_blob(c.raw_data(), sizes_of(p.shape()), torch::TensorOptions().dtype(torch_dtype(p.dtype()))).clone();
-}
 
 std::vector<std::complex<double>> values_of(const torch::Tensor& t) {
   const torch::Tensor c = t.detach().resolve_conj().to(torch::kComplexDouble).contiguous();
