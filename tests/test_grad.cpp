@@ -314,7 +314,7 @@ TEST_CASE("phasor grad writes the window's gradients under the checkpoint's name
     const double n = norm(ops::to(t, DType::Float64)).item<double>();
     const auto& group = j["grad_norms"].contains(name) ? j["grad_norms"] : j["activation_norms"];
     REQUIRE_MESSAGE(group.contains(name), name);
-    CHECK_MESSAGE(group[name].get<double>() == doctest::Approx(n).epsilon(1e-5), name);
+    CHECK_MESSAGE(group[name].get<double>() == doctest::Approx(n).epsilon(1e-5).scale(0), name);  // norms down to 4e-3
   }
 }
 

@@ -456,7 +456,7 @@ TEST_CASE("Dropout: seeded, identity in eval, expectation preserved") {
   }
   CHECK(badly_scaled == 0);
   const double frac = static_cast<double>(zeros_seen) / static_cast<double>(yv.size());
-  CHECK(frac == doctest::Approx(0.25).epsilon(0.02));
+  CHECK(frac == doctest::Approx(0.25).epsilon(0.02).scale(0));  // 2% of 0.25 (5 sd), not 2% of 1.25
   CHECK(mean(y).item<double>() == doctest::Approx(mean(big).item<double>()).epsilon(0.01));
 
   // The gradient is the same mask and scale.
@@ -724,14 +724,15 @@ TEST_CASE("SGD with momentum: two steps against the formula, with and without we
 
 TEST_CASE("warmup_cosine_lr: linear warm-up, cosine decay, floor at min_lr") {
   const double hi = 1.0, lo = 0.1;
-  CHECK(nn::warmup_cosine_lr(0, 10, 110, hi, lo) == doctest::Approx(0.1));
+  // Relative (scale 0): lo = 0.1 is compared to 1e-5 of itself, not of 1.1.
+  CHECK(nn::warmup_cosine_lr(0, 10, 110, hi, lo) == doctest::Approx(0.1).scale(0));
   CHECK(nn::warmup_cosine_lr(4, 10, 110, hi, lo) == doctest::Approx(0.5));
   CHECK(nn::warmup_cosine_lr(9, 10, 110, hi, lo) == doctest::Approx(1.0));
   CHECK(nn::warmup_cosine_lr(10, 10, 110, hi, lo) == doctest::Approx(1.0));
   CHECK(nn::warmup_cosine_lr(35, 10, 110, hi, lo) == doctest::Approx(lo + 0.5 * (hi - lo) * (1 + std::cos(M_PI * 0.25))));
   CHECK(nn::warmup_cosine_lr(60, 10, 110, hi, lo) == doctest::Approx(0.55));
-  CHECK(nn::warmup_cosine_lr(110, 10, 110, hi, lo) == doctest::Approx(lo));
-  CHECK(nn::warmup_cosine_lr(500, 10, 110, hi, lo) == doctest::Approx(lo));
+  CHECK(nn::warmup_cosine_lr(110, 10, 110, hi, lo) == doctest::Approx(lo).scale(0));
+  CHECK(nn::warmup_cosine_lr(500, 10, 110, hi, lo) == doctest::Approx(lo).scale(0));
   // No warm-up: starts at the peak.
   CHECK(nn::warmup_cosine_lr(0, 0, 100, hi, lo) == doctest::Approx(hi));
   CHECK(nn::warmup_cosine_lr(50, 0, 100, hi, lo) == doctest::Approx(0.55));
