@@ -14,30 +14,15 @@
 
 #include "autograd/node.h"
 #include "phasor.h"
+#include "tests/helpers.h"
 
 using namespace phasor;
+using namespace phasor::test;
 
 namespace {
 
 using V = std::vector<Tensor>;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
-
-// Leaves that require grad, drawn from a per-test generator.
-Tensor leaf(Generator& g, const Dims& shape, DType dt = DType::Float64) {
-  Tensor t = randn(shape, dt, &g);
-  t.requires_grad_();
-  return t;
-}
 // Real entries in [0.5, 2]; complex entries with real part in [1.5, 3] (away from
 // the branch cuts of log, sqrt, pow and angle on the negative real axis).
 Tensor positive_leaf(Generator& g, const Dims& shape, DType dt = DType::Float64) {
@@ -52,18 +37,6 @@ Tensor positive_leaf(Generator& g, const Dims& shape, DType dt = DType::Float64)
   return t;
 }
 Tensor constant(Generator& g, const Dims& shape, DType dt = DType::Float64) { return randn(shape, dt, &g); }
-
-// Runs gradcheck and reports the worst entry on failure.
-void check_grad(const std::string& what, const TensorFunction& f, const V& inputs, const GradcheckOptions& opt = {}) {
-  const GradcheckResult r = gradcheck(f, inputs, opt);
-  CHECK_MESSAGE(r.ok, what, ": ", r.message);
-}
-
-template <class T>
-void check_close(const std::vector<T>& got, const std::vector<T>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol, "element ", i, ": ", got[i], " vs ", want[i]);
-}
 
 const DType kBoth[] = {DType::Float64, DType::Complex128};
 
@@ -195,13 +168,13 @@ TEST_CASE("maximum and minimum share the gradient equally at ties") {
   a.requires_grad_();
   b.requires_grad_();
   sum(maximum(a, b) * from_vector<double>({2.0, 3.0, 4.0})).backward();
-  check_close(a.grad().to_vector<double>(), {1.0, 0.0, 4.0}, 0);
-  check_close(b.grad().to_vector<double>(), {1.0, 3.0, 0.0}, 0);
+  check_close(a.grad().to_vector<double>(), {1.0, 0.0, 4.0}, {.atol = 0});
+  check_close(b.grad().to_vector<double>(), {1.0, 3.0, 0.0}, {.atol = 0});
   a.zero_grad();
   b.zero_grad();
   sum(minimum(a, b)).backward();
-  check_close(a.grad().to_vector<double>(), {0.5, 1.0, 0.0}, 0);
-  check_close(b.grad().to_vector<double>(), {0.5, 0.0, 1.0}, 0);
+  check_close(a.grad().to_vector<double>(), {0.5, 1.0, 0.0}, {.atol = 0});
+  check_close(b.grad().to_vector<double>(), {0.5, 0.0, 1.0}, {.atol = 0});
 }
 
 TEST_CASE("gradcheck: scalar operators") {
@@ -303,15 +276,15 @@ TEST_CASE("gradcheck: compositions of complex ops") {
 
   // polar(abs(z), angle(z)) is the identity: same values, and G_z = G exactly.
   const Tensor w = polar(abs(z), angle(z));
-  check_close(w.to_vector<c128>(), z.to_vector<c128>(), 1e-12);
+  check_close(w.to_vector<c128>(), z.to_vector<c128>(), {.atol = 1e-12});
   const Tensor seed = constant(g, {5}, DType::Complex128);
   w.backward(seed);
-  check_close(z.grad().to_vector<c128>(), seed.to_vector<c128>(), 1e-12);
+  check_close(z.grad().to_vector<c128>(), seed.to_vector<c128>(), {.atol = 1e-12});
 
   // exp(i angle(z)) = z / |z|.
   const Tensor u = exp(angle(z) * c128(0, 1));
   const Tensor unit = z.detach() / abs(z.detach());
-  check_close(u.to_vector<c128>(), unit.to_vector<c128>(), 1e-12);
+  check_close(u.to_vector<c128>(), unit.to_vector<c128>(), {.atol = 1e-12});
 }
 
 // ============================================================== reductions
@@ -488,40 +461,40 @@ TEST_CASE("complex gradients follow the convention dL/dx + i dL/dy") {
   sum(real(z * conj(z))).backward();
   std::vector<c128> want;
   for (c128 v : zs) want.push_back(2.0 * v);
-  check_close(z.grad().to_vector<c128>(), want, 1e-12);
+  check_close(z.grad().to_vector<c128>(), want, {.atol = 1e-12});
 
   // L = sum Re z: grad 1; L = sum Im z: grad i.
   z.zero_grad();
   sum(real(z)).backward();
-  check_close(z.grad().to_vector<c128>(), std::vector<c128>(3, c128(1, 0)), 0);
+  check_close(z.grad().to_vector<c128>(), std::vector<c128>(3, c128(1, 0)), {.atol = 0});
   z.zero_grad();
   sum(imag(z)).backward();
-  check_close(z.grad().to_vector<c128>(), std::vector<c128>(3, c128(0, 1)), 0);
+  check_close(z.grad().to_vector<c128>(), std::vector<c128>(3, c128(0, 1)), {.atol = 0});
 
   // L = sum Re(conj(c) z) = sum (c_x x + c_y y): grad c.
   const Tensor c = from_vector<c128>({{0.5, -1.0}, {2.0, 3.0}, {-1.0, 0.0}});
   z.zero_grad();
   sum(real(conj(c) * z)).backward();
-  check_close(z.grad().to_vector<c128>(), c.to_vector<c128>(), 1e-12);
+  check_close(z.grad().to_vector<c128>(), c.to_vector<c128>(), {.atol = 1e-12});
 
   // L = sum |z|: grad z/|z|; L = sum angle(z): grad i z/|z|^2.
   z.zero_grad();
   sum(abs(z)).backward();
   want.clear();
   for (c128 v : zs) want.push_back(v / std::abs(v));
-  check_close(z.grad().to_vector<c128>(), want, 1e-12);
+  check_close(z.grad().to_vector<c128>(), want, {.atol = 1e-12});
   z.zero_grad();
   sum(angle(z)).backward();
   want.clear();
   for (c128 v : zs) want.push_back(c128(0, 1) * v / std::norm(v));
-  check_close(z.grad().to_vector<c128>(), want, 1e-12);
+  check_close(z.grad().to_vector<c128>(), want, {.atol = 1e-12});
 
   // Holomorphic f(z) = z^2 with L = Re(f): grad = conj(f'(z)) = 2 conj(z).
   z.zero_grad();
   sum(real(z * z)).backward();
   want.clear();
   for (c128 v : zs) want.push_back(2.0 * std::conj(v));
-  check_close(z.grad().to_vector<c128>(), want, 1e-12);
+  check_close(z.grad().to_vector<c128>(), want, {.atol = 1e-12});
 }
 
 TEST_CASE("a gradient descent step on a complex leaf decreases a real loss") {
@@ -553,17 +526,17 @@ TEST_CASE("gradients accumulate across backward calls until zero_grad") {
   Tensor x = from_vector<double>({1.0, -2.0, 3.0});
   x.requires_grad_();
   sum(x * x).backward();
-  check_close(x.grad().to_vector<double>(), {2.0, -4.0, 6.0}, 0);
+  check_close(x.grad().to_vector<double>(), {2.0, -4.0, 6.0}, {.atol = 0});
   sum(x * 3.0).backward();
-  check_close(x.grad().to_vector<double>(), {5.0, -1.0, 9.0}, 0);
+  check_close(x.grad().to_vector<double>(), {5.0, -1.0, 9.0}, {.atol = 0});
   x.zero_grad();
   CHECK(!x.grad().defined());
   sum(x * x).backward();
-  check_close(x.grad().to_vector<double>(), {2.0, -4.0, 6.0}, 0);
+  check_close(x.grad().to_vector<double>(), {2.0, -4.0, 6.0}, {.atol = 0});
   // a leaf used twice in one graph receives both contributions
   x.zero_grad();
   sum(x * 2.0 + exp(x)).backward();
-  check_close(x.grad().to_vector<double>(), {2.0 + std::exp(1.0), 2.0 + std::exp(-2.0), 2.0 + std::exp(3.0)}, 1e-12);
+  check_close(x.grad().to_vector<double>(), {2.0 + std::exp(1.0), 2.0 + std::exp(-2.0), 2.0 + std::exp(3.0)}, {.atol = 1e-12});
 }
 
 TEST_CASE("retain_grad keeps the gradient of an intermediate") {
@@ -575,8 +548,8 @@ TEST_CASE("retain_grad keeps the gradient of an intermediate") {
   h.retain_grad();  // asking twice must not double the gradient
   sum(h * h + k).backward();
   REQUIRE(h.grad().defined());
-  check_close(h.grad().to_vector<double>(), {7.0, 13.0}, 1e-12);  // 2h + 1
-  check_close(x.grad().to_vector<double>(), {21.0, 39.0}, 1e-12);
+  check_close(h.grad().to_vector<double>(), {7.0, 13.0}, {.atol = 1e-12});  // 2h + 1
+  check_close(x.grad().to_vector<double>(), {21.0, 39.0}, {.atol = 1e-12});
   CHECK(!k.grad().defined());  // not retained
   CHECK(!h.is_leaf());
   CHECK(error_of([] { (void)from_vector<double>({1.0}).retain_grad(); }).find("does not require grad") != std::string::npos);
@@ -605,17 +578,17 @@ TEST_CASE("backward needs a real scalar or an explicit gradient") {
   CHECK(!z.grad().defined());
   // an explicit seed works: G = 1 on y = z^2 gives conj(2z)
   s.backward(ones({}, DType::Complex128));
-  check_close(z.grad().to_vector<c128>(), {c128(2.0, -4.0)}, 1e-12);
+  check_close(z.grad().to_vector<c128>(), {c128(2.0, -4.0)}, {.atol = 1e-12});
 
   // a seed of another dtype takes the output's: a real seed on a complex output is G + 0i
   Tensor p = from_vector<double>({1.0, 2.0, 3.0, 4.0}, {2, 2});
   p.requires_grad_();
   view_as_complex(p).backward(from_vector<double>({5.0, 6.0}));
-  check_close(p.grad().to_vector<double>(), {5.0, 0.0, 6.0, 0.0}, 0);
+  check_close(p.grad().to_vector<double>(), {5.0, 0.0, 6.0, 0.0}, {.atol = 0});
   Tensor x = from_vector<double>({1.0, 2.0});
   x.requires_grad_();
   (x * x).backward(from_vector<c128>({{1.0, 7.0}, {1.0, -7.0}}));  // real output: the real part counts
-  check_close(x.grad().to_vector<double>(), {2.0, 4.0}, 0);
+  check_close(x.grad().to_vector<double>(), {2.0, 4.0}, {.atol = 0});
   x.zero_grad();
   CHECK(contains(error_of([&] { (x * 2.0).backward(); }), "non-scalar"));
   CHECK(contains(error_of([&] { (x * 2.0).backward(ones({3}, DType::Float64)); }), "gradient shape"));
@@ -650,7 +623,7 @@ TEST_CASE("NoGradGuard records nothing; detach cuts history") {
   CHECK(d.is_leaf());
   CHECK(d.same_storage(y));
   sum(d * x).backward();  // only the direct path: d is a constant
-  check_close(x.grad().to_vector<double>(), {2.0, 4.0}, 0);
+  check_close(x.grad().to_vector<double>(), {2.0, 4.0}, {.atol = 0});
 }
 
 TEST_CASE("in-place modification of a saved tensor is detected at backward") {
@@ -730,10 +703,10 @@ TEST_CASE("abs and angle: zero gradient at 0, finite at 1e-30 + 0i") {
   Tensor r = from_vector<double>({0.0, -2.0, 3.0});
   r.requires_grad_();
   sum(abs(r)).backward();
-  check_close(r.grad().to_vector<double>(), {0.0, -1.0, 1.0}, 0);
+  check_close(r.grad().to_vector<double>(), {0.0, -1.0, 1.0}, {.atol = 0});
   r.zero_grad();
   sum(angle(r)).backward();
-  check_close(r.grad().to_vector<double>(), {0.0, 0.0, 0.0}, 0);
+  check_close(r.grad().to_vector<double>(), {0.0, 0.0, 0.0}, {.atol = 0});
 }
 
 TEST_CASE("broadcast gradients are summed back to the input shape") {
@@ -744,8 +717,8 @@ TEST_CASE("broadcast gradients are summed back to the input shape") {
   sum(a * b).backward();
   CHECK(a.grad().shape() == Dims{3, 1});
   CHECK(b.grad().shape() == Dims{4});
-  check_close(a.grad().to_vector<double>(), {100.0, 100.0, 100.0}, 1e-12);
-  check_close(b.grad().to_vector<double>(), {6.0, 6.0, 6.0, 6.0}, 1e-12);
+  check_close(a.grad().to_vector<double>(), {100.0, 100.0, 100.0}, {.atol = 1e-12});
+  check_close(b.grad().to_vector<double>(), {6.0, 6.0, 6.0, 6.0}, {.atol = 1e-12});
   // a 0-d operand receives the sum over everything; a real leaf broadcast into a
   // complex product receives the real part
   Tensor s = scalar_tensor(2.0, DType::Float64);
@@ -763,7 +736,7 @@ TEST_CASE("gradients through views reach the base leaf") {
   // x^T is [3, 2]; rows 1..2 of it, column 0: x[0, 1] and x[0, 2]
   Tensor v = x.transpose(0, 1).narrow(0, 1, 2).select(1, 0);
   sum(v * from_vector<double>({5.0, 7.0})).backward();
-  check_close(x.grad().to_vector<double>(), {0, 5, 7, 0, 0, 0}, 0);
+  check_close(x.grad().to_vector<double>(), {0, 5, 7, 0, 0, 0}, {.atol = 0});
   CHECK(x.grad().shape() == Dims{2, 3});
 
   // complex leaf seen as real pairs: L = sum(view_as_real(z) * c) has grad c_re + i c_im.
@@ -771,13 +744,13 @@ TEST_CASE("gradients through views reach the base leaf") {
   z.requires_grad_();
   const Tensor c = from_vector<double>({0.5, -1.0, 2.0, 3.0}, {2, 2});
   sum(view_as_real(z) * c).backward();
-  check_close(z.grad().to_vector<c128>(), {c128(0.5, -1.0), c128(2.0, 3.0)}, 0);
+  check_close(z.grad().to_vector<c128>(), {c128(0.5, -1.0), c128(2.0, 3.0)}, {.atol = 0});
 
   // a real leaf seen as a complex tensor
   Tensor p = from_vector<double>({1, 2, 3, 4}, {2, 2});
   p.requires_grad_();
   sum(imag(view_as_complex(p)) * 3.0 + real(view_as_complex(p))).backward();
-  check_close(p.grad().to_vector<double>(), {1, 3, 1, 3}, 0);
+  check_close(p.grad().to_vector<double>(), {1, 3, 1, 3}, {.atol = 0});
 }
 
 // ============================================================== gradcheck itself
@@ -839,7 +812,7 @@ TEST_CASE("gradcheck rejects a wrong backward and names the entry") {
   sum(p * 3.0).backward();
   CHECK(gradcheck([](const V& in) { return in[0] * in[1]; }, {p, q}).ok);
   REQUIRE(p.grad().defined());
-  check_close(p.grad().to_vector<double>(), {3.0, 3.0}, 0);
+  check_close(p.grad().to_vector<double>(), {3.0, 3.0}, {.atol = 0});
   CHECK(!q.grad().defined());
   // inputs must be double precision
   CHECK(contains(error_of([&] { (void)gradcheck(right_square, {randn({2}, DType::Float32, &g).requires_grad_()}); }), "float64"));

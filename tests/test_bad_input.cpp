@@ -28,80 +28,24 @@
 #include "nn/checkpoint.h"
 #include "nn/safetensors.h"
 #include "phasor.h"
-#include "tests/scratch.h"
+#include "tests/helpers.h"
 
 using namespace phasor;
+using namespace phasor::test;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
 
-fs::path scratch() { return test::scratch_root("bad_input"); }
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in.good()) return "";
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  fs::create_directories(p.parent_path());
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-std::string quote(const fs::path& p) { return quote(p.string()); }
-
-std::map<std::string, std::string> tree_bytes(const fs::path& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    out[fs::relative(e.path(), dir).string()] = e.is_regular_file() ? read_bytes(e.path()) : "<dir>";
-  return out;
-}
-
-std::string sample_text(size_t bytes) {
-  std::string text;
-  for (int i = 0; text.size() < bytes; ++i)
-    text += "Verse " + std::to_string(i) + ". And the " + (i % 3 ? "light" : "water") + " was divided from the " +
-            (i % 2 ? "darkness" : "firmament") + ", " + std::to_string(i * 37 % 101) + " times over.\n";
-  return text.substr(0, bytes);
-}
+fs::path scratch() { return scratch_root("bad_input"); }
 
 const fs::path& data_file() {
-  static const fs::path p = [] {
-    const fs::path f = scratch() / "data.txt";
-    write_bytes(f, sample_text(4096));
-    return f;
-  }();
+  static const fs::path p = write_bytes(scratch() / "data.txt", sample_text(4096));
   return p;
 }
 
-struct Cli {
-  int status = -1;
-  std::string out, err;
-};
-
-Cli phasor_cli(const std::string& args) {
-  static int counter = 0;
-  const fs::path o = scratch() / ("stdout." + std::to_string(counter)), e = scratch() / ("stderr." + std::to_string(counter));
-  ++counter;
-  // A bound on each run: a command that should be refused must not hang the suite.
-  const std::string cmd = "timeout -s KILL 600 " + quote(std::string(PHASOR_CLI_PATH)) + " " + args + " > " + quote(o) + " 2> " + quote(e) + " < /dev/null";
-  const int rc = std::system(cmd.c_str());
-  Cli r;
-  r.status = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
-  r.out = read_bytes(o);
-  r.err = read_bytes(e);
-  fs::remove(o);
-  fs::remove(e);
-  return r;
-}
+// A bound on each run: a command that should be refused must not hang the suite.
+Cli phasor_cli(const std::string& args) { return run_shell("timeout -s KILL 600 " + phasor_command() + " " + args, scratch()); }
 
 // The tiny run of every training command here: `extra` adds flags and
 // replaces the defaults it names (CLI11 refuses a flag given twice).
@@ -134,18 +78,14 @@ const std::map<std::string, std::string>& guard_snapshot() {
 
 void check_nothing_lost() {
   CHECK(tree_bytes(guard_run()) == guard_snapshot());
-  for (const auto& e : fs::recursive_directory_iterator(scratch()))
-    CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos, "partial file left: ", e.path().string());
+  for (const std::string& t : temporaries(scratch())) CHECK_MESSAGE(false, "partial file left: ", t);
 }
 
 // The refusal the design asks for: non-zero exit, one line on stderr naming
 // the problem, nothing on stdout, nothing lost.
 void check_refused(const Cli& r, const std::string& must_mention) {
-  CHECK(r.status != 0);
-  CHECK(r.status != -1);
-  CHECK_MESSAGE(std::count(r.err.begin(), r.err.end(), '\n') == 1, "stderr: ", r.err);
-  CHECK_MESSAGE((!r.err.empty() && r.err.back() == '\n' && r.err.starts_with("phasor: ")), "stderr: ", r.err);
-  CHECK_MESSAGE(r.err.find(must_mention) != std::string::npos, "stderr: ", r.err, "should mention: ", must_mention);
+  check_one_line_failure(r, must_mention);
+  CHECK_MESSAGE(r.err.starts_with("phasor: "), "stderr: ", r.err);
   CHECK_MESSAGE(r.out.empty(), "stdout: ", r.out);
   check_nothing_lost();
 }
@@ -161,18 +101,7 @@ void check_train_refused(const std::string& extra, const std::string& must_menti
 
 // ---------------------------------------------------------------- model files
 
-ModelConfig tiny_config(const std::string& position = "rope") {
-  ModelConfig c;
-  c.position = position;
-  c.d_model = 16;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.d_ff = 32;
-  c.max_seq_len = 32;
-  return c;
-}
-
-fs::path model_file(const std::string& name, const ModelConfig& c = tiny_config()) {
+fs::path model_file(const std::string& name, const ModelConfig& c = tiny_cli_config()) {
   const fs::path p = scratch() / "models" / (name + ".safetensors");
   if (!fs::exists(p)) {
     fs::create_directories(p.parent_path());
@@ -189,15 +118,8 @@ struct Parts {
 
 Parts model_parts() {
   const std::string file = read_bytes(model_file("valid"));
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(file[i])) << (8 * i);
+  const uint64_t n = read_le64(file);
   return {Json::parse(file.substr(8, n)), file.substr(8 + n)};
-}
-
-std::string le64(uint64_t v) {
-  std::string out;
-  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
-  return out;
 }
 
 std::string assemble(const std::string& header, const std::string& data) { return le64(header.size()) + header + data; }
@@ -349,24 +271,24 @@ TEST_CASE("S16 model file: a safetensors file that is not a Phasor model") {
 }
 
 TEST_CASE("S17 model file: config in __metadata__ that is not JSON, invalid, or too large") {
-  const nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
+  const nn::StateDict tensors = CausalLM(tiny_cli_config(), 1).state_dict();
   check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", "{d_model: 16"}}), "is not valid JSON");
-  Json c = to_json(tiny_config());
+  Json c = to_json(tiny_cli_config());
   c["n_heads"] = 3;
   check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", c.dump()}}), "not divisible by n_heads");
-  c = to_json(tiny_config());
+  c = to_json(tiny_cli_config());
   c["no_such_key"] = 1;
   check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", c.dump()}}), "unknown key 'no_such_key'");
   // A config that claims a huge model, whatever the tensors: refused before anything is allocated.
-  c = to_json(tiny_config());
+  c = to_json(tiny_cli_config());
   c["d_model"] = int64_t{1} << 40;
   c["n_heads"] = 2;
   check_model_refused(model_bytes(tensors, {{"format", "phasor-model"}, {"config", c.dump()}}), "more than the limit of 2^31", true);
 }
 
 TEST_CASE("S18 model file: tensor names that do not match the model (missing, unexpected, renamed)") {
-  nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
-  const auto meta = model_metadata(tiny_config());
+  nn::StateDict tensors = CausalLM(tiny_cli_config(), 1).state_dict();
+  const auto meta = model_metadata(tiny_cli_config());
   nn::StateDict missing = tensors;
   missing.erase(missing.begin());
   check_model_refused(model_bytes(missing, meta), "missing", true);
@@ -379,8 +301,8 @@ TEST_CASE("S18 model file: tensor names that do not match the model (missing, un
 }
 
 TEST_CASE("S19 model file: a tensor of the wrong shape or dtype") {
-  nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
-  const auto meta = model_metadata(tiny_config());
+  nn::StateDict tensors = CausalLM(tiny_cli_config(), 1).state_dict();
+  const auto meta = model_metadata(tiny_cli_config());
   nn::StateDict wrong_shape = tensors;
   wrong_shape.begin()->second = ones({3, 3});
   check_model_refused(model_bytes(wrong_shape, meta), "shape mismatch", true);
@@ -390,13 +312,13 @@ TEST_CASE("S19 model file: a tensor of the wrong shape or dtype") {
 }
 
 TEST_CASE("S20 model file: weights holding NaN or Inf") {
-  nn::StateDict tensors = CausalLM(tiny_config(), 1).state_dict();
+  nn::StateDict tensors = CausalLM(tiny_cli_config(), 1).state_dict();
   for (const float bad : {NAN, INFINITY}) {
     nn::StateDict t = tensors;
     Tensor w = t.begin()->second.contiguous().clone();
     w.data<float>()[0] = bad;
     t.begin()->second = w;
-    check_model_refused(model_bytes(t, model_metadata(tiny_config())), "holds NaN or Inf values", true);
+    check_model_refused(model_bytes(t, model_metadata(tiny_cli_config())), "holds NaN or Inf values", true);
   }
 }
 
@@ -564,7 +486,7 @@ TEST_CASE("F5 flags: a value holding a newline or control bytes stays on one lin
 // ============================================================== P: prompts
 
 TEST_CASE("P1 prompt: longer than a 'learned' model's context, alone or with --tokens") {
-  ModelConfig c = tiny_config("learned");
+  ModelConfig c = tiny_cli_config("learned");
   c.max_seq_len = 16;
   const fs::path m = model_file("learned16", c);
   check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt " + quote(std::string(40, 'a')) + " --tokens 1"),
@@ -577,7 +499,7 @@ TEST_CASE("P1 prompt: longer than a 'learned' model's context, alone or with --t
 
 TEST_CASE("P2 prompt: empty, or bytes outside the model's vocabulary") {
   check_refused(phasor_cli("generate --checkpoint " + quote(model_file("valid")) + " --prompt '' --tokens 3"), "prompt is empty");
-  ModelConfig c = tiny_config();
+  ModelConfig c = tiny_cli_config();
   c.vocab_size = 128;
   check_refused(phasor_cli("generate --checkpoint " + quote(model_file("vocab128", c)) + " --prompt \"$(printf 'caf\\303\\251')\""),
                 "outside the model's vocabulary of 128");
@@ -593,7 +515,7 @@ TEST_CASE("P3 prompt: longer than max_seq_len on a model without a hard limit is
 // ============================================================== E: evaluation
 
 TEST_CASE("E1 eval: --seq-len beyond a 'learned' model's max_seq_len") {
-  ModelConfig c = tiny_config("learned");
+  ModelConfig c = tiny_cli_config("learned");
   c.max_seq_len = 16;
   check_refused(phasor_cli("eval --checkpoint " + quote(model_file("learned16", c)) + " --data " + quote(data_file()) + " --seq-len 17"),
                 "exceeds max_seq_len 16");

@@ -27,46 +27,21 @@
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tests/helpers.h"
 
 using namespace phasor;
+using namespace phasor::test;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
 
-fs::path fresh_temp_dir(const std::string& name) {
-#ifdef PHASOR_TEST_TMP
-  const fs::path root = PHASOR_TEST_TMP;
-#else
-  const fs::path root = fs::temp_directory_path();
-#endif
-  const fs::path dir = root / ("ckpt_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_temp_dir(const std::string& name) { return fresh_folder(scratch_root("checkpoint", /*remove_at_exit=*/true) / name); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
+// The bytes of a file that must be there.
+std::string existing_bytes(const fs::path& p) {
+  REQUIRE(fs::is_regular_file(p));
+  return read_bytes(p);
 }
 
 // Bitwise equality of two tensors (dtype, shape and every byte).
@@ -77,16 +52,8 @@ bool identical(const Tensor& a, const Tensor& b) {
 }
 
 ModelConfig small_config(const std::string& position, bool tie = true) {
-  ModelConfig c;
-  c.position = position;
-  c.vocab_size = 40;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.d_ff = 24;
-  c.max_seq_len = 12;
-  c.tie_embeddings = tie;
-  return c;
+  return model_config(position,
+                      {.vocab_size = 40, .d_model = 16, .n_layers = 2, .n_heads = 4, .d_ff = 24, .max_seq_len = 12, .tie_embeddings = tie});
 }
 
 const Tensor& sample_tokens() {
@@ -117,18 +84,6 @@ std::map<std::string, std::vector<int64_t>> spec_tensors(const ModelConfig& c) {
   t["norm.weight"] = {D};
   if (!c.tie_embeddings) t["lm_head.weight"] = {V, D};
   return t;
-}
-
-uint64_t read_u64_le(const std::string& bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-  return v;
-}
-
-std::string u64_le(uint64_t v) {
-  std::string out;
-  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
-  return out;
 }
 
 std::string f32_le(float f) {
@@ -187,9 +142,9 @@ TEST_CASE("the model file's header is exactly the spec's layout (read without Ph
     const CausalLM model(c, 3);
     const fs::path path = dir / (pos + ".safetensors");
     save_model(path.string(), model);
-    const std::string file = read_bytes(path);
+    const std::string file = existing_bytes(path);
     REQUIRE(file.size() >= 8);
-    const uint64_t n = read_u64_le(file);
+    const uint64_t n = read_le64(file);
     REQUIRE(8 + n <= file.size());
     const Json header = Json::parse(file.substr(8, n));
     REQUIRE(header.is_object());
@@ -308,7 +263,7 @@ TEST_CASE("a model file written by hand from raw bytes (whoever wrote it) loads 
       R"(\"vocab_size\":6,\"xpos_scale_base\":512})";
   header += "\"__metadata__\":{\"config\":\"" + config + "\",\"format\":\"phasor-model\"}}";
   const fs::path path = dir / "byhand.safetensors";
-  write_bytes(path, u64_le(header.size()) + header + data);
+  write_bytes(path, le64(header.size()) + header + data);
 
   const auto model = load_model(path.string());
   const ModelConfig& c = model->config();
@@ -344,7 +299,7 @@ TEST_CASE("broken or foreign model files are refused with clear messages") {
   const CausalLM model(c, 5);
   const fs::path good = dir / "good.safetensors";
   save_model(good.string(), model);
-  const std::string bytes = read_bytes(good);
+  const std::string bytes = existing_bytes(good);
   const nn::StateDict sd = model.state_dict();
   const auto meta = model_metadata(c);
 
@@ -376,7 +331,7 @@ TEST_CASE("broken or foreign model files are refused with clear messages") {
     const std::string e = error_of([&] { load_model(p.string()); });
     CHECK(contains(e, p.string()));
     // A plausible length followed by junk.
-    write_bytes(p, u64_le(16) + std::string(16, '\x07') + junk.substr(0, 64));
+    write_bytes(p, le64(16) + std::string(16, '\x07') + junk.substr(0, 64));
     CHECK(contains(error_of([&] { load_model(p.string()); }), "JSON"));
   }
   SUBCASE("valid safetensors that is not a Phasor model") {
@@ -474,15 +429,10 @@ void check_same_checkpoint(const nn::TrainingCheckpoint& a, const nn::TrainingCh
 
 std::map<std::string, std::string> folder_bytes(const fs::path& dir) {
   std::map<std::string, std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = read_bytes(e.path());
+  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = existing_bytes(e.path());
   return out;
 }
 
-// Always turns the injected fault off again, whatever happens in the test.
-struct FaultScope {
-  explicit FaultScope(size_t n) { set_write_fault_after_bytes(n); }
-  ~FaultScope() { set_write_fault_after_bytes(std::nullopt); }
-};
 }  // namespace
 
 TEST_CASE("training checkpoint folder round trip") {
@@ -516,7 +466,7 @@ TEST_CASE("a write failure while saving over a checkpoint leaves it loadable and
     CAPTURE(budget);
     std::string e;
     {
-      FaultScope fault(budget);
+      WriteFault fault(budget);
       e = error_of([&] { nn::save_training_checkpoint(dir.string(), new_ck); });
     }
     CHECK(contains(e, "model.safetensors"));
@@ -550,18 +500,18 @@ TEST_CASE("a run whose checkpoint save fails keeps its previous checkpoint as th
   const std::string first = latest_checkpoint(o.run_dir);
   REQUIRE(fs::path(first).filename() == "ckpt-00000003");
   const std::map<std::string, std::string> before = folder_bytes(first);
-  const std::string latest_before = read_bytes(fs::path(o.run_dir) / "latest");
+  const std::string latest_before = existing_bytes(fs::path(o.run_dir) / "latest");
 
   // Fail inside the model file, then inside the optimizer file (the model file completes).
   for (size_t budget : {size_t{100}, before.at("model.safetensors").size() + 64}) {
     CAPTURE(budget);
     std::string e;
     {
-      FaultScope fault(budget);
+      WriteFault fault(budget);
       e = error_of([&] { resume(o.run_dir, 6); });
     }
     CHECK(contains(e, "No space left"));
-    CHECK(read_bytes(fs::path(o.run_dir) / "latest") == latest_before);
+    CHECK(existing_bytes(fs::path(o.run_dir) / "latest") == latest_before);
     CHECK(latest_checkpoint(o.run_dir) == first);
     CHECK(folder_bytes(first) == before);
   }

@@ -17,24 +17,16 @@
 #include "models/data/dataset.h"
 #include "models/data/tokenizer.h"
 #include "tensor/error.h"
+#include "tests/helpers.h"
 
 using namespace phasor;
+using namespace phasor::test;
 namespace fs = std::filesystem;
 
 namespace {
 
 // A fresh folder per call, under the build's test folder when there is one.
-fs::path fresh_temp_dir(const std::string& name) {
-#ifdef PHASOR_TEST_TMP
-  const fs::path root = PHASOR_TEST_TMP;
-#else
-  const fs::path root = fs::temp_directory_path();
-#endif
-  const fs::path dir = root / ("phasor_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_temp_dir(const std::string& name) { return fresh_folder(scratch_root("data", /*remove_at_exit=*/true) / name); }
 
 // Sets an environment variable for one scope, then puts back what was there.
 class ScopedEnv {

@@ -37,11 +37,12 @@
 #include "models/model_io.h"
 #include "nn/atomic_file.h"
 #include "nn/checkpoint.h"
-#include "tests/scratch.h"
+#include "tests/helpers.h"
 
 extern char** environ;
 
 using namespace phasor;
+using namespace phasor::test;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
@@ -79,58 +80,9 @@ extern "C" int rename(const char* from, const char* to) noexcept {
 
 namespace {
 
-fs::path scratch() { return test::scratch_root("faults"); }
+fs::path scratch() { return scratch_root("faults"); }
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = scratch() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in.good()) return "";
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-std::string quote(const fs::path& p) { return quote(p.string()); }
-
-// Every file under dir (relative name -> bytes), optionally without the log.
-std::map<std::string, std::string> tree_bytes(const fs::path& dir, bool with_log = true) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    const std::string name = fs::relative(e.path(), dir).string();
-    if (!with_log && name == "log.jsonl") continue;
-    out[name] = e.is_regular_file() ? read_bytes(e.path()) : "<dir>";
-  }
-  return out;
-}
-
-// Names of temporary files (*.tmp.*) anywhere under dir.
-std::vector<std::string> temporaries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos) out.push_back(e.path().string());
-  return out;
-}
-
-std::string latest_name(const fs::path& run) {
-  std::string name = read_bytes(run / "latest");
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  return name;
-}
+fs::path fresh_dir(const std::string& name) { return fresh_folder(scratch() / name); }
 
 std::vector<std::string> checkpoint_folders(const fs::path& run) {
   std::vector<std::string> out;
@@ -140,20 +92,8 @@ std::vector<std::string> checkpoint_folders(const fs::path& run) {
   return out;
 }
 
-std::string sample_text(size_t bytes) {
-  std::string text;
-  for (int i = 0; text.size() < bytes; ++i)
-    text += "Verse " + std::to_string(i) + ". And the " + (i % 3 ? "light" : "water") + " was divided from the " +
-            (i % 2 ? "darkness" : "firmament") + ", " + std::to_string(i * 37 % 101) + " times over.\n";
-  return text.substr(0, bytes);
-}
-
 const fs::path& data_file() {
-  static const fs::path p = [] {
-    const fs::path f = scratch() / "data.txt";
-    write_bytes(f, sample_text(4096));
-    return f;
-  }();
+  static const fs::path p = write_bytes(scratch() / "data.txt", sample_text(4096));
   return p;
 }
 
@@ -161,11 +101,7 @@ const fs::path& data_file() {
 // not depend on the total (runs of different lengths agree step for step).
 TrainOptions tiny_options(const fs::path& run_dir, int64_t steps) {
   TrainOptions o;
-  o.model.d_model = 16;
-  o.model.n_layers = 1;
-  o.model.n_heads = 2;
-  o.model.d_ff = 32;
-  o.model.max_seq_len = 32;
+  o.model = tiny_cli_config(o.model.position);
   o.data = data_file().string();
   o.run_dir = run_dir.string();
   o.seq_len = 16;
@@ -187,46 +123,11 @@ std::string train_args(const fs::path& run_dir, int64_t steps, const std::string
          quote(data_file()) + " --run-dir " + quote(run_dir) + " --steps " + std::to_string(steps) + " " + extra;
 }
 
-struct Cli {
-  int status = -1;
-  std::string out, err;
-};
-
 // Runs `[env] phasor <args>` through the shell, capturing stdout and stderr.
+// A bound on each run: a command that should be refused must not hang the suite.
 Cli phasor_cli(const std::string& args, const std::string& env = "") {
-  static int counter = 0;
-  const fs::path o = scratch() / ("stdout." + std::to_string(counter)), e = scratch() / ("stderr." + std::to_string(counter));
-  ++counter;
-  // A bound on each run: a command that should be refused must not hang the suite.
-  const std::string cmd = env + " timeout -s KILL 600 " + quote(std::string(PHASOR_CLI_PATH)) + " " + args + " > " + quote(o) + " 2> " + quote(e) + " < /dev/null";
-  const int rc = std::system(cmd.c_str());
-  Cli r;
-  r.status = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
-  r.out = read_bytes(o);
-  r.err = read_bytes(e);
-  fs::remove(o);
-  fs::remove(e);
-  return r;
+  return run_shell(env + " timeout -s KILL 600 " + phasor_command() + " " + args, scratch());
 }
-
-void check_one_line_failure(const Cli& r, const std::string& must_mention) {
-  CHECK(r.status != 0);
-  CHECK(r.status != -1);
-  CHECK_MESSAGE(std::count(r.err.begin(), r.err.end(), '\n') == 1, "stderr: ", r.err);
-  CHECK_MESSAGE((!r.err.empty() && r.err.back() == '\n'), "stderr: ", r.err);
-  CHECK_MESSAGE(r.err.find(must_mention) != std::string::npos, "stderr: ", r.err);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Two checkpoint folders hold the same training state: model and optimizer
 // byte for byte, state.json equal but for the run folder it names.
@@ -245,12 +146,6 @@ class RenameFault {
  public:
   explicit RenameFault(int k) { g_renames_before_failure.store(k); }
   ~RenameFault() { g_renames_before_failure.store(-1); }
-};
-
-class WriteFault {
- public:
-  explicit WriteFault(size_t bytes) { set_write_fault_after_bytes(bytes); }
-  ~WriteFault() { set_write_fault_after_bytes(std::nullopt); }
 };
 
 // A run folder trained `steps` steps with one checkpoint at the end, made once
@@ -278,7 +173,7 @@ fs::path copy_of(const fs::path& run, const std::string& name) {
 TEST_CASE("a checkpoint save that fails after N bytes, for N across every file, keeps the previous checkpoint") {
   const fs::path pristine = pristine_run("three_steps", 3);
   REQUIRE(latest_name(pristine) == "ckpt-00000003");
-  const std::map<std::string, std::string> before = tree_bytes(pristine, false);
+  const std::map<std::string, std::string> before = tree_bytes(pristine, {"log.jsonl"});
   const std::string latest_before = read_bytes(pristine / "latest");
 
   // What an uninterrupted resume to step 6 writes, to aim the faults at.
@@ -305,7 +200,7 @@ TEST_CASE("a checkpoint save that fails after N bytes, for N across every file, 
     // as soon as any of its files is larger than the budget.
     CHECK(contains(e, "No space left"));
     CHECK(read_bytes(run / "latest") == latest_before);
-    CHECK(tree_bytes(run, false) == before);  // no new folder, no temporary, old checkpoint byte for byte
+    CHECK(tree_bytes(run, {"log.jsonl"}) == before);  // no new folder, no temporary, old checkpoint byte for byte
     CHECK(temporaries(run).empty());
     const nn::TrainingCheckpoint ck = nn::load_training_checkpoint((run / "ckpt-00000003").string());
     CHECK(ck.state.at("step") == 3);
@@ -321,7 +216,7 @@ TEST_CASE("a checkpoint save that fails after N bytes, for N across every file, 
 
 TEST_CASE("a rename that fails, at every rename of a save (the last being `latest`), keeps the previous checkpoint") {
   const fs::path pristine = pristine_run("three_steps", 3);
-  const std::map<std::string, std::string> before = tree_bytes(pristine, false);
+  const std::map<std::string, std::string> before = tree_bytes(pristine, {"log.jsonl"});
   const char* const files[] = {"model.safetensors", "optimizer.safetensors", "state.json", "latest"};
   for (int k = 0; k < 4; ++k) {
     CAPTURE(k);
@@ -333,7 +228,7 @@ TEST_CASE("a rename that fails, at every rename of a save (the last being `lates
     }
     CHECK(contains(e, files[k]));
     CHECK(contains(e, "Input/output error"));
-    CHECK(tree_bytes(run, false) == before);  // no step-6 folder, not even a complete one `latest` never named
+    CHECK(tree_bytes(run, {"log.jsonl"}) == before);  // no step-6 folder, not even a complete one `latest` never named
     CHECK(temporaries(run).empty());
   }
 }
@@ -353,10 +248,10 @@ TEST_CASE("an unwritable run folder: clear one-line error, nothing left behind, 
   REQUIRE_MESSAGE(first.status == 0, first.err);
   REQUIRE(latest_name(run) == "ckpt-00000003");
   write_bytes(run / "ckpt-00000004", "in the way\n");
-  const std::map<std::string, std::string> before = tree_bytes(run, false);
+  const std::map<std::string, std::string> before = tree_bytes(run, {"log.jsonl"});
   const Cli again = phasor_cli("train --resume " + quote(run) + " --steps 6");
   check_one_line_failure(again, "ckpt-00000004");
-  CHECK(tree_bytes(run, false) == before);  // the blocking file too: nothing of the user's is removed
+  CHECK(tree_bytes(run, {"log.jsonl"}) == before);  // the blocking file too: nothing of the user's is removed
   CHECK(temporaries(run).empty());
   CHECK(nn::load_training_checkpoint((run / "ckpt-00000003").string()).state.at("step") == 3);
   // Once the way is clear the run continues.

@@ -13,23 +13,15 @@
 #include "app/plot.h"
 #include "models/data/corpus.h"
 #include "tensor/error.h"
+#include "tests/helpers.h"
 
 using namespace phasor;
+using namespace phasor::test;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_temp_dir(const std::string& name) {
-#ifdef PHASOR_TEST_TMP
-  const fs::path root = PHASOR_TEST_TMP;
-#else
-  const fs::path root = fs::temp_directory_path();
-#endif
-  const fs::path dir = root / ("phasor_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_temp_dir(const std::string& name) { return fresh_folder(scratch_root("plot", /*remove_at_exit=*/true) / name); }
 
 // A run folder whose log looks like the trainer's: a decaying train loss,
 // a validation line every `every` steps, and a key the plot must ignore.
@@ -46,12 +38,6 @@ fs::path write_fake_run(const fs::path& parent, const std::string& name, double 
   return dir;
 }
 
-size_t count(const std::string& text, const std::string& piece) {
-  size_t n = 0;
-  for (size_t at = text.find(piece); at != std::string::npos; at = text.find(piece, at + 1)) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("plot_runs draws a train and a validation series per run") {
@@ -64,15 +50,15 @@ TEST_CASE("plot_runs draws a train and a validation series per run") {
   const std::string svg = read_text_file(out);
   CHECK(svg.starts_with("<svg"));
   CHECK(svg.find_last_not_of(" \n") == svg.rfind("</svg>") + 5);  // nothing after the closing tag
-  CHECK(count(svg, "<svg") == 1);
+  CHECK(count_of(svg, "<svg") == 1);
   CHECK(svg.find(">complexformer</text>") != std::string::npos);
   CHECK(svg.find(">rope</text>") != std::string::npos);
-  CHECK(count(svg, "<polyline class=\"train\"") == 2);
-  CHECK(count(svg, "<polyline class=\"validation\"") == 2);
+  CHECK(count_of(svg, "<polyline class=\"train\"") == 2);
+  CHECK(count_of(svg, "<polyline class=\"validation\"") == 2);
   CHECK(svg.find("loss (nats/token)") != std::string::npos);
   CHECK(svg.find(">step</text>") != std::string::npos);
-  CHECK(count(svg, "<text") == count(svg, "</text>"));
-  CHECK(count(svg, "<g") == count(svg, "</g>"));
+  CHECK(count_of(svg, "<text") == count_of(svg, "</text>"));
+  CHECK(count_of(svg, "<g") == count_of(svg, "</g>"));
   CHECK(svg.find("nan") == std::string::npos);
   fs::remove_all(dir);
 }
@@ -164,18 +150,18 @@ TEST_CASE("plot_heads draws one line per layer and head in a panel per statistic
   plot_heads(run.string(), out);
   const std::string svg = read_text_file(out);
   CHECK(svg.starts_with("<svg"));
-  CHECK(count(svg, "<polyline class=\"head\"") == 7 * 2 * 3);
-  CHECK(count(svg, "data-metric=\"k_grad_phi_norm\" data-layer=\"1\" data-head=\"2\"") == 1);
+  CHECK(count_of(svg, "<polyline class=\"head\"") == 7 * 2 * 3);
+  CHECK(count_of(svg, "data-metric=\"k_grad_phi_norm\" data-layer=\"1\" data-head=\"2\"") == 1);
   CHECK(svg.find("keys: |dL/dphi|") != std::string::npos);
   CHECK(svg.find("log10 norm") != std::string::npos);
   CHECK(svg.find(">head 2</text>") != std::string::npos);
   CHECK(svg.find(">layer 1</text>") != std::string::npos);
-  CHECK(count(svg, "<text") == count(svg, "</text>"));
+  CHECK(count_of(svg, "<text") == count_of(svg, "</text>"));
   CHECK(svg.find("nan") == std::string::npos);
 
   // An older log without gradient norms: three panels.
   const fs::path older = write_fake_head_run(fresh_temp_dir("plot_heads_old"), 1, 2, false);
-  CHECK(count(head_statistics_svg(read_head_log(older.string())), "<polyline class=\"head\"") == 3 * 1 * 2);
+  CHECK(count_of(head_statistics_svg(read_head_log(older.string())), "<polyline class=\"head\"") == 3 * 1 * 2);
   fs::remove_all(dir);
   fs::remove_all(older.parent_path());
 }

@@ -11,37 +11,22 @@
 #include "nn/atomic_file.h"
 #include "nn/safetensors.h"
 #include "tensor/error.h"
+#include "tests/helpers.h"
 
+using namespace phasor::test;
 namespace fs = std::filesystem;
 using phasor::safetensors::Contents;
 using phasor::safetensors::Record;
 
 namespace {
 
-// The message of the phasor::Error that `action` throws; fails the test if it does not throw one.
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const phasor::Error& e) {
-    return e.what();
-  }
-  FAIL("expected a phasor::Error");
-  return "";
-}
-
-std::string little_endian_u64(uint64_t value) {
-  std::string out;
-  for (int i = 0; i < 8; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
-  return out;
-}
-
 // A file with the given header text, unpadded, followed by `data`.
 std::string file_with_header(const std::string& header, const std::string& data = "") {
-  return little_endian_u64(header.size()) + header + data;
+  return le64(header.size()) + header + data;
 }
 
 std::string parse_error(const std::string& file) {
-  std::string message = error_of([&] { phasor::safetensors::parse(file, "model.safetensors"); });
+  std::string message = expect_error([&] { phasor::safetensors::parse(file, "model.safetensors"); });
   CHECK_MESSAGE(message.rfind("model.safetensors: ", 0) == 0, message);
   return message;
 }
@@ -57,34 +42,17 @@ Contents sample_contents() {
   contents.metadata = {{"format", "phasor-model"}, {"config", "{\"d_model\": 4}"}};
   contents.tensors.push_back({"tok_emb.weight", Record{"F32", {2, 3}, float_bytes({1, 2, 3, 4, 5, 6})}});
   contents.tensors.push_back({"flags", Record{"BOOL", {3}, std::string("\x01\x00\x01", 3)}});
-  contents.tensors.push_back({"step", Record{"I64", {}, little_endian_u64(42)}});
+  contents.tensors.push_back({"step", Record{"I64", {}, le64(42)}});
   contents.tensors.push_back({"empty", Record{"F64", {0, 5}, ""}});
   return contents;
 }
 
-// A fresh folder under the system temporary folder, removed at the end of the test.
+// A fresh folder under the suite's scratch folder, removed at the end of the test.
 struct TempFolder {
-  fs::path path = fs::temp_directory_path() / ("phasor_test_safetensors_" + std::to_string(::getpid()));
-  TempFolder() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
+  fs::path path = fresh_folder(scratch_root("safetensors", /*remove_at_exit=*/true) / "folder");
   ~TempFolder() { fs::remove_all(path); }
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
-
-// Turns the injected write fault off even when a check fails.
-struct WriteFault {
-  explicit WriteFault(size_t after_bytes) { phasor::set_write_fault_after_bytes(after_bytes); }
-  ~WriteFault() { phasor::set_write_fault_after_bytes(std::nullopt); }
-};
-
-bool has_temporary_files(const fs::path& folder) {
-  for (const auto& entry : fs::directory_iterator(folder)) {
-    if (entry.path().filename().string().find(".tmp.") != std::string::npos) return true;
-  }
-  return false;
-}
 
 void check_same(const Contents& a, const Contents& b) {
   CHECK(a.metadata == b.metadata);
@@ -130,14 +98,14 @@ TEST_CASE("safetensors: a tiny file is byte-for-byte what the format prescribes"
 TEST_CASE("safetensors: serialize refuses records that break the format") {
   Contents contents;
   contents.tensors.push_back({"w", Record{"F32", {2, 2}, std::string(12, '\0')}});
-  CHECK(error_of([&] { phasor::safetensors::serialize(contents, "out.safetensors"); }) ==
+  CHECK(expect_error([&] { phasor::safetensors::serialize(contents, "out.safetensors"); }) ==
         "out.safetensors: tensor 'w' has 12 bytes, which do not match dtype F32 and shape [2, 2]");
   contents.tensors[0].second = Record{"F31", {}, "abcd"};
-  CHECK(error_of([&] { phasor::safetensors::serialize(contents); }).find("unknown dtype 'F31'") != std::string::npos);
+  CHECK(expect_error([&] { phasor::safetensors::serialize(contents); }).find("unknown dtype 'F31'") != std::string::npos);
   contents.tensors[0].second = Record{"F32", {-1}, ""};
-  CHECK(error_of([&] { phasor::safetensors::serialize(contents); }).find("negative dimension") != std::string::npos);
+  CHECK(expect_error([&] { phasor::safetensors::serialize(contents); }).find("negative dimension") != std::string::npos);
   contents.tensors = {{"w", Record{"U8", {1}, "a"}}, {"w", Record{"U8", {1}, "b"}}};
-  CHECK(error_of([&] { phasor::safetensors::serialize(contents); }).find("used twice") != std::string::npos);
+  CHECK(expect_error([&] { phasor::safetensors::serialize(contents); }).find("used twice") != std::string::npos);
 }
 
 TEST_CASE("safetensors: malformed files are refused with a clear error") {
@@ -148,11 +116,11 @@ TEST_CASE("safetensors: malformed files are refused with a clear error") {
 
   SUBCASE("truncated") { contains(parse_error("abc"), "too short for the 8-byte header length"); }
   SUBCASE("header length past the end") {
-    contains(parse_error(little_endian_u64(100) + "{}"), "header length 100 is past the end of the file");
+    contains(parse_error(le64(100) + "{}"), "header length 100 is past the end of the file");
   }
   SUBCASE("huge header length") {
-    contains(parse_error(little_endian_u64(uint64_t(1) << 63) + "{}"), "is past the end of the file");
-    contains(parse_error(little_endian_u64(~uint64_t(0)) + "{}"), "is past the end of the file");
+    contains(parse_error(le64(uint64_t(1) << 63) + "{}"), "is past the end of the file");
+    contains(parse_error(le64(~uint64_t(0)) + "{}"), "is past the end of the file");
   }
   SUBCASE("bad JSON") {
     contains(parse_error(file_with_header(R"({"a":)")), "header is not valid JSON");
@@ -244,10 +212,10 @@ TEST_CASE("safetensors: save then load through the file system") {
   std::string path = folder.file("model.safetensors");
   phasor::safetensors::save(path, sample_contents());
   check_same(sample_contents(), phasor::safetensors::load(path));
-  CHECK_FALSE(has_temporary_files(folder.path));
+  CHECK(temporaries(folder.path).empty());
 
   std::string missing = folder.file("missing.safetensors");
-  std::string message = error_of([&] { phasor::safetensors::load(missing); });
+  std::string message = expect_error([&] { phasor::safetensors::load(missing); });
   CHECK(message == "cannot open '" + missing + "': No such file or directory");
 }
 
@@ -259,31 +227,31 @@ TEST_CASE("atomic write: a failure part way leaves the previous file untouched")
   for (size_t after_bytes : {size_t(0), size_t(1), size_t(7), size_t(4096), size_t(65536), next.size() - 1}) {
     CAPTURE(after_bytes);
     WriteFault fault(after_bytes);
-    std::string message = error_of([&] { phasor::write_file_atomic(path, next); });
+    std::string message = expect_error([&] { phasor::write_file_atomic(path, next); });
     CHECK(message.find(path) != std::string::npos);
     CHECK(message.find("No space left on device") != std::string::npos);
     CHECK(phasor::read_file_bytes(path) == "previous contents");
-    CHECK_FALSE(has_temporary_files(folder.path));
+    CHECK(temporaries(folder.path).empty());
   }
   {
     WriteFault fault(next.size());  // exactly enough room
     phasor::write_file_atomic(path, next);
   }
   CHECK(phasor::read_file_bytes(path) == next);
-  CHECK_FALSE(has_temporary_files(folder.path));
+  CHECK(temporaries(folder.path).empty());
 }
 
 TEST_CASE("atomic write: an unwritable location gives an error naming the path") {
   TempFolder folder;
   std::string in_missing_folder = folder.file("no_such_folder/model.safetensors");
-  std::string message = error_of([&] { phasor::write_file_atomic(in_missing_folder, "x"); });
+  std::string message = expect_error([&] { phasor::write_file_atomic(in_missing_folder, "x"); });
   CHECK(message.find(in_missing_folder) != std::string::npos);
   CHECK(message.find("No such file or directory") != std::string::npos);
 
   // Even root cannot create a file beneath a regular file.
   phasor::write_file_atomic(folder.file("somefile"), "x");
   std::string under_file = folder.file("somefile/model.safetensors");
-  message = error_of([&] { phasor::safetensors::save(under_file, sample_contents()); });
+  message = expect_error([&] { phasor::safetensors::save(under_file, sample_contents()); });
   CHECK(message.find(under_file) != std::string::npos);
   CHECK(message.find("Not a directory") != std::string::npos);
   CHECK(phasor::read_file_bytes(folder.file("somefile")) == "x");
@@ -291,8 +259,8 @@ TEST_CASE("atomic write: an unwritable location gives an error naming the path")
 
 TEST_CASE("read_file_bytes: a missing or unreadable file is an error naming it") {
   TempFolder folder;
-  std::string message = error_of([&] { phasor::read_file_bytes(folder.file("nope")); });
+  std::string message = expect_error([&] { phasor::read_file_bytes(folder.file("nope")); });
   CHECK(message == "cannot open '" + folder.file("nope") + "': No such file or directory");
-  message = error_of([&] { phasor::read_file_bytes(folder.path.string()); });
+  message = expect_error([&] { phasor::read_file_bytes(folder.path.string()); });
   CHECK(message == "cannot read '" + folder.path.string() + "': Is a directory");
 }

@@ -13,18 +13,15 @@
 #include "app/sweep.h"
 #include "models/data/corpus.h"
 #include "tensor/error.h"
+#include "tests/helpers.h"
 
 using namespace phasor;
+using namespace phasor::test;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(PHASOR_TEST_TMP) / ("phasor_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_temp_dir(const std::string& name) { return fresh_folder(scratch_root("sweep", /*remove_at_exit=*/true) / name); }
 
 // Two variants on the arith corpus (generated, so no package is needed), two
 // seeds, a few steps; long-context and efficiency cells on the same task.
@@ -49,12 +46,6 @@ SweepPlan tiny_plan() {
   p.jobs = 2;
   p.threads_per_job = 1;
   return p;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 }  // namespace
@@ -101,15 +92,15 @@ TEST_CASE("a tiny sweep runs every cell, resumes, and reports means, deviations 
 
   const std::string report = read_text_file((out / "report.md").string());
   // A row per variant in the main, difference, long-context, efficiency and overhead tables (rope: not in the difference one).
-  CHECK(count(report, "| complexformer-rope |") == 5);
-  CHECK(count(report, "| rope |") == 4);
+  CHECK(count_of(report, "| complexformer-rope |") == 5);
+  CHECK(count_of(report, "| rope |") == 4);
   CHECK(report.find("| complexformer-small |") != std::string::npos);
   CHECK(std::regex_search(report, std::regex(R"(\| complexformer-rope \| \d+ \| \d\.\d{4} ± \d\.\d{4} \|)")));
   CHECK(report.find("(n=1)") == std::string::npos);
   CHECK(report.find("missing") == std::string::npos);
   const std::string chart = read_text_file((out / "long_context.svg").string());
-  CHECK(count(chart, "class=\"series\"") == 2);
-  CHECK(count(chart, "<circle") == 6);  // 2 variants x 3 lengths
+  CHECK(count_of(chart, "class=\"series\"") == 2);
+  CHECK(count_of(chart, "<circle") == 6);  // 2 variants x 3 lengths
   CHECK(fs::exists(out / "loss_curves.svg"));
 
   // Rerunning does nothing; losing one result reruns that cell only.

@@ -5,16 +5,8 @@
 // a real [.., 2] parameter). Parameters and both moments must agree to 1e-6
 // relative in float32 after every step.
 
-#include <torch/torch.h>
-// LibTorch brings glog's CHECK macros; doctest's must win.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#define PHASOR_TEST_WITH_TORCH  // LibTorch first, then doctest: see tests/helpers.h
+#include "tests/helpers.h"
 
 #include <cmath>
 #include <memory>
@@ -24,15 +16,13 @@
 #include "nn/optim.h"
 #include "phasor.h"
 
+using namespace phasor::test;
+
 namespace {
 
 // A real float32 Phasor tensor (or the real view of a complex64 one) as a LibTorch tensor.
-torch::Tensor to_torch(const phasor::Tensor& t) {
-  const phasor::Tensor r = t.is_complex() ? phasor::ops::view_as_real(t) : t;
-  const std::vector<float> v = r.to_vector<float>();
-  std::vector<int64_t> sizes;
-  for (int i = 0; i < r.dim(); ++i) sizes.push_back(r.size(i));
-  return torch::from_blob(const_cast<float*>(v.data()), sizes, torch::kFloat32).clone();
+torch::Tensor real_torch(const phasor::Tensor& t) {
+  return to_torch(t.is_complex() ? phasor::ops::view_as_real(t) : t);
 }
 
 std::vector<float> values(const phasor::Tensor& t) {
@@ -85,7 +75,7 @@ TEST_CASE("AdamW matches LibTorch's AdamW step by step: two groups, weight decay
   std::vector<Param> params;
   auto add = [&](const std::string& name, phasor::Tensor t, bool decayed) {
     t.requires_grad_();
-    torch::Tensor tt = to_torch(t).set_requires_grad(true);
+    torch::Tensor tt = real_torch(t).set_requires_grad(true);
     params.push_back({name, t, tt, decayed, values(t)});
   };
   add("w1", phasor::randn({4, 3}, phasor::DType::Float32, &gen), true);
@@ -123,7 +113,7 @@ TEST_CASE("AdamW matches LibTorch's AdamW step by step: two groups, weight decay
       const double scale = 0.05 * std::pow(3.0, step % 3) * (step % 4 == 3 ? -1.0 : 1.0);
       const phasor::Tensor g = phasor::randn(p.phasor.shape(), p.phasor.dtype(), &gen) * scale;
       p.phasor.set_grad(g);
-      p.torch.mutable_grad() = to_torch(g);
+      p.torch.mutable_grad() = real_torch(g);
     }
     ours.step();
     theirs.step();
@@ -158,14 +148,14 @@ TEST_CASE("LibTorch and Phasor disagree when the weight decay differs (the compa
   phasor::Generator gen(7);
   phasor::Tensor p = phasor::randn({6}, phasor::DType::Float32, &gen);
   p.requires_grad_();
-  torch::Tensor tp = to_torch(p).set_requires_grad(true);
+  torch::Tensor tp = real_torch(p).set_requires_grad(true);
   phasor::nn::AdamW ours({{{{"p", p}}, 0.0, 1.0}}, {1e-2, 0.9, 0.999, 1e-8});
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(std::vector<torch::Tensor>{tp});
   torch::optim::AdamW theirs(std::move(groups), torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
   const phasor::Tensor g = phasor::randn({6}, phasor::DType::Float32, &gen);
   p.set_grad(g);
-  tp.mutable_grad() = to_torch(g);
+  tp.mutable_grad() = real_torch(g);
   ours.step();
   theirs.step();
   CHECK(worst_relative(values(p), values(tp)) > 1e-5);

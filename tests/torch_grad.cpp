@@ -3,16 +3,8 @@
 // same evaluation window, and every parameter's gradient compared with
 // atol 1e-5 + rtol 1e-4; in process for every position variant, and once
 // through the command line's safetensors output.
-#include <torch/torch.h>
-// Debian's LibTorch pulls in glog, whose CHECK* macros would replace doctest's.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#define PHASOR_TEST_WITH_TORCH  // LibTorch first, then doctest: see tests/helpers.h
+#include "tests/helpers.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,22 +29,14 @@
 namespace P = phasor;
 namespace T = phasor::torch_ref;
 namespace fs = std::filesystem;
+using namespace phasor::test;
 
 namespace {
 
 constexpr double kAtol = 1e-5, kRtol = 1e-4;
 constexpr int64_t kSeqLen = 20, kWindow = 2;
 
-fs::path scratch() {
-  static const fs::path root = fs::path(PHASOR_TEST_TMP) / ("torch_grad_" + std::to_string(::getpid()));
-  static const bool made = [] {
-    fs::remove_all(root);
-    fs::create_directories(root);
-    return true;
-  }();
-  (void)made;
-  return root;
-}
+fs::path scratch() { return scratch_root("torch_grad"); }
 
 std::string sample_text() {
   std::string text;
@@ -60,35 +44,10 @@ std::string sample_text() {
   return text;
 }
 
-P::ModelConfig config_of(const std::string& position, const std::string& cmha_init, bool tie) {
-  P::ModelConfig c;
-  c.position = position;
-  c.cmha_init = cmha_init;
-  c.tie_embeddings = tie;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;  // d = 8, P = 4
-  c.d_ff = 64;
-  c.max_seq_len = 24;
-  c.xpos_scale_base = 64.0;
-  return c;
-}
-
-// A checkpoint whose CMHA parameters and norm gains are off their initial values.
+// A checkpoint of the parity model (tests/helpers.h): CMHA parameters and norm gains off their initial values.
 fs::path checkpoint(const P::ModelConfig& c, uint64_t seed) {
-  P::CausalLM model(c, seed);
-  P::Generator gen(seed + 1000);
-  {
-    P::NoGradGuard no_grad;
-    for (const auto& [name, p] : model.named_parameters()) {
-      if (name.ends_with(".phase_bias")) P::ops::axpy_(p, P::uniform(p.shape(), -3.0, 3.0, P::DType::Float32, &gen), 1.0);
-      if (name.ends_with(".beta")) P::ops::axpy_(p, P::uniform(p.shape(), -0.5, 1.0, P::DType::Float32, &gen), 1.0);
-      if (name.ends_with(".delta")) P::ops::axpy_(p, P::normal(p.shape(), 0.0, 0.3, P::DType::Float32, &gen), 1.0);
-      if (name.ends_with("norm.weight")) P::ops::axpy_(p, P::normal(p.shape(), 0.0, 0.2, P::DType::Float32, &gen), 1.0);
-    }
-  }
   const fs::path path = scratch() / (c.position + "_" + c.cmha_init + (c.tie_embeddings ? "_tied" : "_untied") + ".safetensors");
-  P::save_model(path.string(), model);
+  P::save_model(path.string(), *parity_model(c, seed));
   return path;
 }
 
@@ -138,11 +97,11 @@ TEST_CASE("window gradients of every variant match LibTorch's backward of the sa
   uint64_t seed = 20;
   for (const bool tie : {true, false})
     for (const std::string position : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"})
-      for (const std::string init : position == "complexformer" ? std::vector<std::string>{"paper", "rope"} : std::vector<std::string>{"rope"}) {
+      for (const std::string& init : position == "complexformer" ? std::vector<std::string>{"paper", "rope"} : std::vector<std::string>{"rope"}) {
         CAPTURE(position);
         CAPTURE(init);
         CAPTURE(tie);
-        const fs::path ckpt = checkpoint(config_of(position, init, tie), ++seed);
+        const fs::path ckpt = checkpoint(parity_config(position, init, tie), ++seed);
         const auto model = P::load_model(ckpt.string());
         const P::WindowGradients g = P::window_gradients(*model, tokens, kSeqLen, kWindow, false);
         std::map<std::string, P::Tensor> grads(g.parameters.begin(), g.parameters.end());
@@ -157,14 +116,14 @@ TEST_CASE("window gradients of every variant match LibTorch's backward of the sa
 
 TEST_CASE("phasor grad's safetensors file matches LibTorch's gradients") {
   const std::vector<int64_t> tokens = P::ByteTokenizer().encode(sample_text());
-  const fs::path ckpt = checkpoint(config_of("complexformer", "paper", false), 99), data = scratch() / "text.txt",
+  const fs::path ckpt = checkpoint(parity_config("complexformer", "paper", false), 99), data = scratch() / "text.txt",
                  out = scratch() / "grad.safetensors";
   std::ofstream(data, std::ios::binary) << sample_text();
-  const std::string cmd = std::string(PHASOR_CLI_PATH) + " grad --checkpoint '" + ckpt.string() + "' --data '" + data.string() +
-                          "' --seq-len " + std::to_string(kSeqLen) + " --window " + std::to_string(kWindow) + " --activations --out '" +
-                          out.string() + "' > /dev/null";
-  const int rc = std::system(cmd.c_str());
-  REQUIRE((WIFEXITED(rc) && WEXITSTATUS(rc) == 0));
+  const Cli r = run_shell(phasor_command() + " grad --checkpoint " + quote(ckpt) + " --data " + quote(data) + " --seq-len " +
+                              std::to_string(kSeqLen) + " --window " + std::to_string(kWindow) + " --activations --out " + quote(out),
+                          scratch());
+  INFO("stderr: ", r.err);
+  REQUIRE(r.status == 0);
   P::nn::StateDict file = P::nn::load_tensors(out.string());
   for (auto it = file.begin(); it != file.end();)  // the activation gradients have no LibTorch counterpart here
     it = it->first.find("_grad_") != std::string::npos ? file.erase(it) : std::next(it);

@@ -4,25 +4,18 @@
 // broadcasting and non-contiguous views), run in Phasor and in LibTorch on the
 // same input values. The outputs, a real loss built from them, and the
 // gradients of every input must agree (float64 to 1e-10, float32 to 1e-5,
-// relative): LibTorch's .grad() of a complex leaf follows the same convention
-// as Phasor's (dL/dx + i dL/dy), so the comparison is direct. A failure prints
-// the graph (seed, leaves, ops) and the first mismatching tensor and element.
+// relative to each value, and to the tensor's largest one where that is
+// below 1: see worst_error): LibTorch's .grad() of a complex leaf follows the
+// same convention as Phasor's (dL/dx + i dL/dy), so the comparison is direct.
+// A failure prints the graph (seed, leaves, ops) and the first mismatching
+// tensor and element.
 //
 // The reference works around three defects of Debian's LibTorch 1.13, each
 // described where it is handled: complex dot products return 0, the backward
 // of view_as_real rejects odd strides on size-1 dims, and the float32 gelu
 // backward is wrong for non-contiguous gradients.
-#include <torch/torch.h>
-// Debian's LibTorch pulls in glog, whose CHECK* macros would replace doctest's:
-// drop them before doctest defines its own.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#define PHASOR_TEST_WITH_TORCH  // LibTorch first, then doctest: see tests/helpers.h
+#include "tests/helpers.h"
 
 #include <cmath>
 #include <complex>
@@ -36,30 +29,11 @@
 #include "phasor.h"
 
 namespace P = phasor;
+using namespace phasor::test;
 
 namespace {
 
 // ------------------------------------------------------------ conversions
-
-torch::ScalarType torch_dtype(P::DType d) {
-  switch (d) {
-    case P::DType::Bool: return torch::kBool;
-    case P::DType::Int64: return torch::kLong;
-    case P::DType::Float32: return torch::kFloat;
-    case P::DType::Float64: return torch::kDouble;
-    case P::DType::Complex64: return torch::kComplexFloat;
-    case P::DType::Complex128: return torch::kComplexDouble;
-  }
-  return torch::kFloat;
-}
-
-std::vector<int64_t> sizes_of(const P::Dims& d) { return {d.begin(), d.end()}; }
-
-// A LibTorch copy of the values of a Phasor tensor.
-torch::Tensor to_torch(const P::Tensor& p) {
-  const P::Tensor c = P::ops::contiguous(p);
-  return torch::from_blob(c.raw_data(), sizes_of(p.shape()), torch::TensorOptions().dtype(torch_dtype(p.dtype()))).clone();
-}
 
 std::vector<std::complex<double>> values_of(const torch::Tensor& t) {
   const torch::Tensor c = t.detach().resolve_conj().to(torch::kComplexDouble).contiguous();
@@ -74,7 +48,28 @@ bool all_finite(const torch::Tensor& t) {
   return true;
 }
 
-// "" when `p` matches `t` in shape, dtype and values within tol * (1 + |t_i|);
+// The error measure of compare() and distance(): the largest
+// |got_i - want_i| / (s + |want_i|) with s = min(1, max_j |want_j|), relative
+// to each element and, below 1, to the tensor's largest entry (not to 1: a
+// tensor of values far below 1 would be compared absolutely, and pass with
+// any values). Equal elements count 0, NaN infinity; *at is the worst index.
+double worst_error(const std::vector<std::complex<double>>& got, const std::vector<std::complex<double>>& want, size_t* at = nullptr) {
+  double scale = 0.0;
+  for (const auto& w : want) scale = std::max(scale, std::abs(w));
+  const double s = std::min(1.0, scale);
+  double worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = std::abs(got[i] - want[i]);
+    const double excess = d == 0.0 ? 0.0 : d / (s + std::abs(want[i]));
+    if (!(excess <= worst)) {  // NaN counts as a mismatch
+      worst = std::isnan(excess) ? INFINITY : excess;
+      if (at) *at = i;
+    }
+  }
+  return worst;
+}
+
+// "" when `p` matches `t` in shape, dtype and values within tol (worst_error);
 // an undefined gradient counts as zeros.
 std::string compare(const std::string& what, P::Tensor p, torch::Tensor t, double tol) {
   if (!p.defined() && !t.defined()) return "";
@@ -97,15 +92,8 @@ std::string compare(const std::string& what, P::Tensor p, torch::Tensor t, doubl
   }
   const auto want = values_of(t);
   const auto got = P::ops::to(p, P::DType::Complex128).to_vector<std::complex<double>>();
-  double worst = 0.0;
   size_t at = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double excess = std::abs(got[i] - want[i]) / (1.0 + std::abs(want[i]));
-    if (!(excess <= worst)) {  // NaN counts as a mismatch
-      worst = std::isnan(excess) ? INFINITY : excess;
-      at = i;
-    }
-  }
+  const double worst = worst_error(got, want, &at);
   if (worst > tol) {
     os << what << ": element " << at << " is " << got[at] << " vs LibTorch " << want[at] << " (relative error " << worst
        << ", tolerance " << tol << ")";
@@ -696,7 +684,7 @@ std::vector<torch::Tensor> results(const Run& r, bool phasor) {
   return out;
 }
 
-// The largest error |a_i - b_i| / (1 + |b_i|) over all results (compare's measure).
+// The largest worst_error of a against b over all results (compare's measure).
 double distance(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0.0;
@@ -706,10 +694,8 @@ double distance(const std::vector<torch::Tensor>& a, const std::vector<torch::Te
     const auto x = a[k].defined() ? values_of(a[k]) : std::vector<std::complex<double>>(static_cast<size_t>(ref.numel()));
     const auto y = b[k].defined() ? values_of(b[k]) : std::vector<std::complex<double>>(static_cast<size_t>(ref.numel()));
     if (x.size() != y.size()) return INFINITY;
-    for (size_t i = 0; i < x.size(); ++i) {
-      const double e = std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i]));
-      if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
-    }
+    const double e = worst_error(x, y);
+    if (!(e <= worst)) worst = e;
   }
   return worst;
 }
@@ -784,6 +770,11 @@ TEST_CASE("the comparison itself detects a mismatch") {
   // a 1e-9 relative perturbation passes a float32 tolerance and fails a float64 one
   CHECK(compare("close", P::exp(p) * 1.000000001, torch::exp(t), 1e-5) == "");
   CHECK(compare("close", P::exp(p) * 1.000000001, torch::exp(t), 1e-10) != "");
+  // ... on values far below 1 too, and an all-zero reference matches zeros only
+  CHECK(compare("small", P::exp(p) * 1e-12, torch::exp(t) * 1e-12, 1e-10) == "");
+  CHECK(compare("small", P::exp(p) * 1.000000001e-12, torch::exp(t) * 1e-12, 1e-10) != "");
+  CHECK(compare("zeros", P::zeros({3}, P::DType::Float64), torch::zeros({3}, torch::kDouble), 1e-10) == "");
+  CHECK(compare("zeros", P::full({3}, 1e-300, P::DType::Float64), torch::zeros({3}, torch::kDouble), 1e-10) != "");
   CHECK(compare("nan", P::log(p - 1.0), torch::log(t - 0.5), 1e-10) != "");
 }
 
