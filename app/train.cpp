@@ -259,9 +259,21 @@ struct Run {
     if (on && options.model.position == "complexformer") head_probes = std::make_unique<ProbeScope>(*model);
   }
 
+  // The 2-norms (over the batch on this rank, positions and pairs) of dL/dr
+  // and dL/dphi of queries and keys, per layer and head, from the probes of
+  // this step's backward. Taken before the optimizer step: dL/dphi =
+  // Im(G conj(w)) delta needs the delta of the forward pass that made G.
+  void measure_head_gradients() {
+    head_gradients.clear();
+    if (!head_probes) return;
+    NoGradGuard no_grad;
+    for (size_t l = 0; l < model->layers.size(); ++l)
+      head_gradients.push_back(euler_gradient_norms(euler_gradients(head_probes->layer(l), model->layers[l]->attn->delta)));
+  }
+
   // Per layer, one value per head: the means over pairs of delta and
-  // phase_bias, beta, and the 2-norms (over the batch on this rank, positions
-  // and pairs) of dL/dr and dL/dphi of queries and keys. null for other variants.
+  // phase_bias, beta (after the step), and the gradient norms measured by
+  // measure_head_gradients(). null for other variants.
   nlohmann::json head_statistics() const {
     NoGradGuard no_grad;
     nlohmann::json layers = nlohmann::json::array();
@@ -271,8 +283,8 @@ struct Run {
       nlohmann::json stats = {{"delta_mean", mean(a.delta, {1}).to_vector<double>()},
                               {"phase_bias_mean", mean(a.phase_bias, {1}).to_vector<double>()},
                               {"beta", a.beta.to_vector<double>()}};
-      if (head_probes) {
-        const EulerGradientNorms g = euler_gradient_norms(euler_gradients(head_probes->layer(l), a.delta));
+      if (l < head_gradients.size()) {
+        const EulerGradientNorms& g = head_gradients[l];
         stats["q_grad_r_norm"] = g.q_r, stats["q_grad_phi_norm"] = g.q_phi;
         stats["k_grad_r_norm"] = g.k_r, stats["k_grad_phi_norm"] = g.k_phi;
       }
@@ -281,6 +293,7 @@ struct Run {
     return layers;
   }
   std::unique_ptr<ProbeScope> head_probes;
+  std::vector<EulerGradientNorms> head_gradients;  // of the step being logged
 
   std::string previous_checkpoint_;
 };
@@ -341,6 +354,7 @@ TrainSummary run_loop(Run& run) {
       continue;
     }
     bad_in_a_row = 0;
+    if (o.log_heads) run.measure_head_gradients();
     run.optimizer->step();
     ++run.step;
     last_loss = loss_value;
@@ -355,6 +369,7 @@ TrainSummary run_loop(Run& run) {
       if (o.log_heads) {
         line["heads"] = run.head_statistics();
         run.probe_heads(false);  // free them before validation's forward passes
+        run.head_gradients.clear();
       }
       run.write_log(line);
       const double elapsed = std::chrono::duration<double>(now - start).count();
