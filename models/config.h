@@ -8,6 +8,7 @@
 
 namespace phasor {
 
+// Its fields, their JSON keys, flags and bounds: kModelConfigFields (models/options.h).
 struct ModelConfig {
   std::string position = "complexformer";  // complexformer|rope|xpos|alibi|sinusoidal|learned|none
   int64_t vocab_size = 256;
@@ -26,7 +27,7 @@ struct ModelConfig {
   int64_t pairs() const { return head_dim() / 2; }
   bool is_rotary() const { return position == "complexformer" || position == "rope" || position == "xpos"; }
 
-  // Throws phasor::Error naming the field at fault (d_model % n_heads, odd head width, unknown position...).
+  // Throws phasor::Error naming the field at fault (d_model % n_heads, odd head width, a size out of bounds...).
   void validate() const;
 };
 

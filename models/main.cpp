@@ -1,5 +1,6 @@
 // The `phasor` command line: train, eval, generate, plot, grad, attention, info (and sweep).
 // Every failure ends with one line on stderr and a non-zero exit status.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <span>
+#include <variant>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -43,43 +46,26 @@ std::string one_line(const char* message) {
   return out;
 }
 
-// Model and optimizer flags of `phasor train`; each overrides the config file.
-void add_train_flags(CLI::App* cmd, TrainOptions& o) {
-  ModelConfig& m = o.model;
-  cmd->add_option("--position", m.position, "complexformer|rope|xpos|alibi|sinusoidal|learned|none");
-  cmd->add_option("--vocab-size", m.vocab_size);
-  cmd->add_option("--d-model", m.d_model);
-  cmd->add_option("--n-layers", m.n_layers);
-  cmd->add_option("--n-heads", m.n_heads);
-  cmd->add_option("--d-ff", m.d_ff);
-  cmd->add_option("--max-seq-len", m.max_seq_len);
-  cmd->add_option("--rope-base", m.rope_base);
-  cmd->add_option("--norm-eps", m.norm_eps);
-  cmd->add_option("--tie-embeddings", m.tie_embeddings);
-  cmd->add_option("--xpos-scale-base", m.xpos_scale_base);
-  cmd->add_option("--cmha-init", m.cmha_init, "rope|paper");
-  cmd->add_option("--data", o.data, "a text file or a built-in corpus: kjv, code, arith");
-  cmd->add_option("--run-dir", o.run_dir, "folder for the log, config and checkpoints");
-  cmd->add_option("--seq-len", o.seq_len);
-  cmd->add_option("--batch", o.batch);
-  cmd->add_option("--steps", o.steps);
-  cmd->add_option("--lr", o.lr);
-  cmd->add_option("--min-lr", o.min_lr);
-  cmd->add_option("--warmup", o.warmup);
-  cmd->add_option("--weight-decay", o.weight_decay);
-  cmd->add_option("--beta1", o.beta1);
-  cmd->add_option("--beta2", o.beta2);
-  cmd->add_option("--grad-clip", o.grad_clip);
-  cmd->add_option("--seed", o.seed);
-  cmd->add_option("--val-fraction", o.val_fraction);
-  cmd->add_option("--eval-every", o.eval_every);
-  cmd->add_option("--eval-windows", o.eval_windows);
-  cmd->add_option("--log-every", o.log_every);
-  cmd->add_option("--ckpt-every", o.ckpt_every);
-  cmd->add_option("--max-bad-steps", o.max_bad_steps);
-  cmd->add_option("--threads", o.threads);
-  cmd->add_option("--device", o.device, "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)");
-  cmd->add_flag("--log-heads", o.log_heads, "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform");
+// The flags of an option table (models/options.h): --<name with '-' for '_'>,
+// bound to the field, with the row's help.
+template <class Options>
+void add_field_flags(CLI::App* cmd, Options& options, std::span<const Field<Options>> fields) {
+  for (const Field<Options>& f : fields) {
+    std::string flag = "--" + std::string(f.name);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    std::visit(
+        [&](auto member) {
+          using T = field_type<Options, decltype(member)>;
+          T& value = options.*member;
+          if constexpr (std::is_same_v<T, bool>) {
+            if (f.flag == Flag::Switch) cmd->add_flag(flag, value, std::string(f.help));
+            else cmd->add_option(flag, value, std::string(f.help));
+          } else {
+            cmd->add_option(flag, value, std::string(f.help));
+          }
+        },
+        f.member);
+  }
 }
 
 TrainOptions options_from_file(const std::string& path) {
@@ -160,7 +146,9 @@ int main(int argc, char** argv) {
   auto* train_cmd = app.add_subcommand("train", "train a model");
   train_cmd->add_option("--config", config_file, "JSON file of options (flags override it)");
   train_cmd->add_option("--resume", resume_dir, "continue the run in this folder exactly where it stopped");
-  add_train_flags(train_cmd, train_opts);
+  // Model and optimizer flags; each overrides the config file.
+  add_field_flags<ModelConfig>(train_cmd, train_opts.model, kModelConfigFields);
+  add_field_flags<TrainOptions>(train_cmd, train_opts, kTrainOptionFields);
   DistributedOptions dist;  // data parallelism across processes (docs/distributed.md)
   train_cmd->add_option("--distributed", dist.mode, "auto (MPI when mpirun/srun started several processes), off, mpi or nccl")
       ->check(CLI::IsMember({"auto", "off", "mpi", "nccl"}));
@@ -369,8 +357,9 @@ int main(int argc, char** argv) {
       const auto model = load_model(checkpoint);
       const std::vector<int64_t> ids = ByteTokenizer().encode(attention_text);
       const Tensor map = attention_map(*model, ids, attention_layer, attention_head);
-      write_text_atomically(attention_out, attention_map_svg(map, ids, "layer " + std::to_string(attention_layer) + ", head " +
-                                                                           std::to_string(attention_head) + " (" + model->config().position + ")"));
+      const std::string title = "layer " + std::to_string(attention_layer) + ", head " + std::to_string(attention_head) + " (" +
+                                model->config().position + ")";
+      write_text_atomically(attention_out, attention_map_svg(map, ids, title));
       std::printf("wrote %s\n", attention_out.c_str());
       return 0;
     }

@@ -260,6 +260,73 @@ TEST_CASE("the model file's header is exactly the spec's layout (read without Ph
   fs::remove_all(dir);
 }
 
+// The JSON forms are written from option tables: these are the bytes earlier
+// versions wrote (a checkpoint's config string, a run's config.json), so that
+// old and new files compare equal.
+TEST_CASE("the config JSON of a checkpoint and of a run is byte for byte what earlier versions wrote") {
+  ModelConfig c = small_config("xpos", false);
+  c.cmha_init = "paper";
+  const std::string model_json =
+      R"({"cmha_init":"paper","d_ff":24,"d_model":16,"max_seq_len":12,"n_heads":4,"n_layers":2,"norm_eps":1e-05,)"
+      R"("position":"xpos","rope_base":10000.0,"tie_embeddings":false,"vocab_size":40,"xpos_scale_base":512.0})";
+  CHECK(model_metadata(c).at("config") == model_json);
+  CHECK(to_json(model_config_from_json(Json::parse(model_json))).dump() == model_json);
+  for (const char* name : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"}) {
+    CAPTURE(name);
+    c.position = name;
+    CHECK(to_json(c).at("position") == name);
+  }
+
+  // `phasor train --steps 0 --run-dir golden --position alibi --cmha-init paper --seed 2^64-1 --log-heads`
+  TrainOptions o;
+  o.model.position = "alibi";
+  o.model.cmha_init = "paper";
+  o.run_dir = "golden";
+  o.steps = 0;
+  o.seed = 18446744073709551615u;
+  o.log_heads = true;
+  const std::string run_json = R"({
+  "batch": 16,
+  "beta1": 0.9,
+  "beta2": 0.95,
+  "ckpt_every": 0,
+  "data": "kjv",
+  "device": "cpu",
+  "eval_every": 100,
+  "eval_windows": 32,
+  "grad_clip": 1.0,
+  "log_every": 10,
+  "log_heads": true,
+  "lr": 0.003,
+  "max_bad_steps": 5,
+  "min_lr": 0.0003,
+  "model": {
+    "cmha_init": "paper",
+    "d_ff": 352,
+    "d_model": 128,
+    "max_seq_len": 256,
+    "n_heads": 4,
+    "n_layers": 4,
+    "norm_eps": 1e-05,
+    "position": "alibi",
+    "rope_base": 10000.0,
+    "tie_embeddings": true,
+    "vocab_size": 256,
+    "xpos_scale_base": 512.0
+  },
+  "run_dir": "golden",
+  "seed": 18446744073709551615,
+  "seq_len": 128,
+  "steps": 0,
+  "threads": 0,
+  "val_fraction": 0.05,
+  "warmup": 30,
+  "weight_decay": 0.1
+}
+)";
+  CHECK(to_json(o).dump(2) + "\n" == run_json);
+}
+
 TEST_CASE("a model file written by hand from raw bytes (whoever wrote it) loads with the right values") {
   const fs::path dir = fresh_temp_dir("byhand");
   // position complexformer, V 6, D 4, one layer, H 2 (P 1), F 6, tied.

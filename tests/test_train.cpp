@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model_io.h"
+#include "models/train.h"
 #include "models/transformer.h"
 #include "nn/checkpoint.h"
 #include "phasor.h"
@@ -290,6 +291,47 @@ TEST_CASE("eval with --seq-len beyond a 'learned' model's max_seq_len fails clea
   CHECK(bad.out.empty());
   const Cli ok = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data_file()) + " --seq-len 16 --json");
   CHECK_MESSAGE(ok.status == 0, ok.err);
+}
+
+// ============================================================== flags
+
+TEST_CASE("train --help: a flag for every field of the option tables, with the row's help") {
+  const Cli r = phasor_cli("train --help");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const auto line_of = [&](std::string_view name) {
+    std::string flag = "--" + std::string(name);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const size_t at = r.out.find("  " + flag + " ");
+    return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  for (const auto& f : kModelConfigFields) CHECK_MESSAGE(!line_of(f.name).empty(), f.name);
+  for (const auto& f : kTrainOptionFields) {
+    CAPTURE(f.name);
+    const std::string line = line_of(f.name);
+    CHECK(!line.empty());
+    CHECK(line.find(f.help) != std::string::npos);
+  }
+  CHECK(line_of("position").find("TEXT") != std::string::npos);
+  CHECK(line_of("position").find("complexformer|rope|xpos|alibi|sinusoidal|learned|none") != std::string::npos);
+  CHECK(line_of("cmha_init").find("rope|paper") != std::string::npos);
+  CHECK(line_of("seed").find("UINT") != std::string::npos);
+  CHECK(line_of("tie_embeddings").find("BOOLEAN") != std::string::npos);
+  CHECK(line_of("log_heads").find("BOOLEAN") == std::string::npos);  // a switch: --log-heads alone
+}
+
+TEST_CASE("a flag overrides its key in a config file") {
+  const fs::path config = scratch() / "override.json", run = scratch() / "override_run";
+  fs::remove_all(run);
+  write_bytes(config, R"({"model": {"position": "learned", "cmha_init": "paper", "d_model": 16, "n_layers": 1, "n_heads": 2,)"
+                      R"( "d_ff": 32}, "steps": 1, "seq_len": 16, "batch": 2})");
+  const Cli r = phasor_cli("train --config " + quote(config) + " --data " + quote(data_file()) + " --run-dir " + quote(run) +
+                           " --position xpos --seq-len 8");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const TrainOptions o = train_options_from_json(nlohmann::json::parse(read_bytes(run / "config.json")));
+  CHECK(o.model.position == "xpos");      // the flag
+  CHECK(o.model.cmha_init == "paper");    // the file
+  CHECK(o.seq_len == 8);
+  CHECK(o.model.d_model == 16);
 }
 
 // ============================================================== refusals
