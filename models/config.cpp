@@ -1,5 +1,7 @@
 #include "models/config.h"
 
+#include <ostream>
+
 #include <nlohmann/json.hpp>
 
 #include "models/options.h"
@@ -7,19 +9,47 @@
 
 namespace phasor {
 
-namespace {
-const char* const kPositions[] = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
+static_assert([] {
+  for (size_t i = 0; i < kPositionVariants.size(); ++i)
+    if (static_cast<size_t>(kPositionVariants[i].position) != i) return false;
+  return true;
+}(), "kPositionVariants lists the variants in the order of Position");
+
+std::string position_names(std::string_view separator) {
+  std::string out;
+  for (const PositionVariant& v : kPositionVariants) out.append(out.empty() ? "" : separator).append(v.name);
+  return out;
 }
 
+Position parse_position(std::string_view name) {
+  for (const PositionVariant& v : kPositionVariants)
+    if (v.name == name) return v.position;
+  std::string expected;  // "complexformer, rope, ... or none"
+  for (size_t i = 0; i < kPositionVariants.size(); ++i)
+    expected.append(i == 0 ? "" : i + 1 < kPositionVariants.size() ? ", " : " or ").append(kPositionVariants[i].name);
+  fail("config: unknown position '", name, "' (expected ", expected, ")");
+}
+
+std::ostream& operator<<(std::ostream& os, Position p) { return os << position_name(p); }
+
+std::string cmha_init_names(std::string_view separator) {
+  std::string out;
+  for (std::string_view name : kCmhaInitNames) out.append(out.empty() ? "" : separator).append(name);
+  return out;
+}
+
+CmhaInit parse_cmha_init(std::string_view name) {
+  for (size_t i = 0; i < kCmhaInitNames.size(); ++i)
+    if (kCmhaInitNames[i] == name) return static_cast<CmhaInit>(i);
+  fail("config: cmha_init must be '", cmha_init_names("' or '"), "', got '", name, "'");
+}
+
+std::ostream& operator<<(std::ostream& os, CmhaInit i) { return os << cmha_init_name(i); }
+
 void ModelConfig::validate() const {
-  bool known = false;
-  for (const char* p : kPositions) known = known || position == p;
-  PHASOR_CHECK(known, "config: unknown position '", position,
-               "' (expected complexformer, rope, xpos, alibi, sinusoidal, learned or none)");
   check_bounds(*this, kModelConfigFields, "config");
   PHASOR_CHECK(d_model % n_heads == 0, "config: d_model ", d_model, " is not divisible by n_heads ", n_heads);
   PHASOR_CHECK(!is_rotary() || head_dim() % 2 == 0, "config: position '", position, "' needs an even head width, got d_model/n_heads = ", head_dim());
-  PHASOR_CHECK(cmha_init == "rope" || cmha_init == "paper", "config: cmha_init must be 'rope' or 'paper', got '", cmha_init, "'");
   // Bounds what a config (a flag, a config file, a checkpoint's metadata) can ask
   // for before anything is allocated: a hostile or mistyped size is refused here
   // rather than by the allocator, or after hours of building layers. (In double:
@@ -27,7 +57,7 @@ void ModelConfig::validate() const {
   const double D = static_cast<double>(d_model), F = static_cast<double>(d_ff);
   const double parameters = static_cast<double>(vocab_size) * D * (tie_embeddings ? 1 : 2) +
                             static_cast<double>(n_layers) * (4 * D * D + 3 * D * F + 2 * D) + D +
-                            (position == "learned" ? static_cast<double>(max_seq_len) * D : 0.0);
+                            (variant().embedding == PositionEmbedding::Learned ? static_cast<double>(max_seq_len) * D : 0.0);
   constexpr double kMaxParameters = 2147483648.0;  // 2^31: 8 GiB of float32 weights, 24 GiB with AdamW's state
   PHASOR_CHECK(parameters <= kMaxParameters, "config: vocab_size ", vocab_size, ", d_model ", d_model, ", n_layers ",
                n_layers, ", d_ff ", d_ff, " make about ", parameters, " parameters, more than the limit of 2^31");

@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <span>
 #include <variant>
@@ -47,26 +49,47 @@ std::string one_line(const char* message) {
 }
 
 // The flags of an option table (models/options.h): --<name with '-' for '_'>,
-// bound to the field, with the row's help.
-template <class Options>
-void add_field_flags(CLI::App* cmd, Options& options, std::span<const Field<Options>> fields) {
-  for (const Field<Options>& f : fields) {
-    std::string flag = "--" + std::string(f.name);
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    std::visit(
-        [&](auto member) {
-          using T = field_type<Options, decltype(member)>;
-          T& value = options.*member;
-          if constexpr (std::is_same_v<T, bool>) {
-            if (f.flag == Flag::Switch) cmd->add_flag(flag, value, std::string(f.help));
-            else cmd->add_option(flag, value, std::string(f.help));
-          } else {
-            cmd->add_option(flag, value, std::string(f.help));
-          }
-        },
-        f.member);
+// bound to the field, with the row's help. An enum field's flag takes its text
+// and help from its names; apply() sets the field after parsing, so an unknown
+// name is refused like one in a config file (the message of parse_position,
+// exit 1) and only once the command runs.
+class FieldFlags {
+ public:
+  template <class Options>
+  void add(CLI::App* cmd, Options& options, std::span<const Field<Options>> fields) {
+    for (const Field<Options>& f : fields) {
+      std::string flag = "--" + std::string(f.name);
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      std::visit(
+          [&](auto member) {
+            using T = field_type<Options, decltype(member)>;
+            T& value = options.*member;
+            if constexpr (is_enum_field<T>) {
+              std::string& text = enum_texts_.emplace_back();
+              const CLI::Option* option = cmd->add_option(flag, text, EnumNames<T>::all("|"));
+              enum_setters_.push_back([option, &text, &value] {
+                if (option->count() > 0) value = EnumNames<T>::parse(text);
+              });
+            } else if constexpr (std::is_same_v<T, bool>) {
+              if (f.flag == Flag::Switch) cmd->add_flag(flag, value, std::string(f.help));
+              else cmd->add_option(flag, value, std::string(f.help));
+            } else {
+              cmd->add_option(flag, value, std::string(f.help));
+            }
+          },
+          f.member);
+    }
   }
-}
+
+  // Sets the enum fields whose flags were given; throws phasor::Error for an unknown name.
+  void apply() const {
+    for (const auto& set : enum_setters_) set();
+  }
+
+ private:
+  std::deque<std::string> enum_texts_;  // CLI11 writes into these: their addresses must stay
+  std::vector<std::function<void()>> enum_setters_;
+};
 
 TrainOptions options_from_file(const std::string& path) {
   PHASOR_CHECK(!std::filesystem::is_directory(path), "config file '", path, "' is a folder");
@@ -146,9 +169,9 @@ int main(int argc, char** argv) {
   auto* train_cmd = app.add_subcommand("train", "train a model");
   train_cmd->add_option("--config", config_file, "JSON file of options (flags override it)");
   train_cmd->add_option("--resume", resume_dir, "continue the run in this folder exactly where it stopped");
-  // Model and optimizer flags; each overrides the config file.
-  add_field_flags<ModelConfig>(train_cmd, train_opts.model, kModelConfigFields);
-  add_field_flags<TrainOptions>(train_cmd, train_opts, kTrainOptionFields);
+  FieldFlags train_flags;  // model and optimizer flags; each overrides the config file
+  train_flags.add<ModelConfig>(train_cmd, train_opts.model, kModelConfigFields);
+  train_flags.add<TrainOptions>(train_cmd, train_opts, kTrainOptionFields);
   DistributedOptions dist;  // data parallelism across processes (docs/distributed.md)
   train_cmd->add_option("--distributed", dist.mode, "auto (MPI when mpirun/srun started several processes), off, mpi or nccl")
       ->check(CLI::IsMember({"auto", "off", "mpi", "nccl"}));
@@ -264,6 +287,7 @@ int main(int argc, char** argv) {
                            opt->check_lname("distributed") || opt->check_lname("dist-timeout"),  // how to run, not what
                        "train: ", opt->get_name(),
                        " cannot be combined with --resume (the run continues with its own options; only --steps may change)");
+      train_flags.apply();
       const TrainSummary s = resume_dir.empty() ? train(train_opts)
                                                  : resume(resume_dir, train_cmd->count("--steps") ? train_opts.steps : 0);
       if (world().is_root())
@@ -274,7 +298,7 @@ int main(int argc, char** argv) {
     }
     if (*eval_cmd) {
       const auto model = load_model(checkpoint);
-      if (model->config().position == "learned")
+      if (model->config().position == Position::Learned)
         PHASOR_CHECK(seq_len <= model->config().max_seq_len, "eval: --seq-len ", seq_len, " exceeds max_seq_len ",
                      model->config().max_seq_len, " of this 'learned' position model");
       const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data)), seq_len, max_windows, eval_batch);
@@ -358,7 +382,7 @@ int main(int argc, char** argv) {
       const std::vector<int64_t> ids = ByteTokenizer().encode(attention_text);
       const Tensor map = attention_map(*model, ids, attention_layer, attention_head);
       const std::string title = "layer " + std::to_string(attention_layer) + ", head " + std::to_string(attention_head) + " (" +
-                                model->config().position + ")";
+                                std::string(position_name(model->config().position)) + ")";
       write_text_atomically(attention_out, attention_map_svg(map, ids, title));
       std::printf("wrote %s\n", attention_out.c_str());
       return 0;

@@ -26,18 +26,18 @@ enum class Flag { Value, Switch };
 template <class Options>
 struct Field {
   using Member = std::variant<int64_t Options::*, uint64_t Options::*, int Options::*, double Options::*, bool Options::*,
-                              std::string Options::*>;
+                              std::string Options::*, Position Options::*, CmhaInit Options::*>;
   std::string_view name;       // the JSON key
   Member member;
   Bound bound = Bound::Any;
-  std::string_view help = {};
+  std::string_view help = {};  // an enum field's help lists its names
   Flag flag = Flag::Value;
 };
 
 // The fields of ModelConfig, in the order of its flags in `phasor train --help`.
 inline constexpr Field<ModelConfig> kModelConfigFields[] = {
-    // name            member                         bound            help
-    {"position",        &ModelConfig::position,        Bound::Any,      "complexformer|rope|xpos|alibi|sinusoidal|learned|none"},
+    // name            member                         bound
+    {"position",        &ModelConfig::position},
     {"vocab_size",      &ModelConfig::vocab_size,      Bound::Positive},
     {"d_model",         &ModelConfig::d_model,         Bound::Positive},
     {"n_layers",        &ModelConfig::n_layers,        Bound::Positive},
@@ -48,24 +48,50 @@ inline constexpr Field<ModelConfig> kModelConfigFields[] = {
     {"norm_eps",        &ModelConfig::norm_eps,        Bound::Positive},
     {"tie_embeddings",  &ModelConfig::tie_embeddings},
     {"xpos_scale_base", &ModelConfig::xpos_scale_base, Bound::Positive},
-    {"cmha_init",       &ModelConfig::cmha_init,       Bound::Any,      "rope|paper"},
+    {"cmha_init",       &ModelConfig::cmha_init},
 };
+
+// The names of an enum-valued field's values (config.h's tables).
+template <class E>
+struct EnumNames;
+template <>
+struct EnumNames<Position> {
+  static std::string_view name(Position p) { return position_name(p); }
+  static Position parse(std::string_view s) { return parse_position(s); }
+  static std::string all(std::string_view separator) { return position_names(separator); }
+};
+template <>
+struct EnumNames<CmhaInit> {
+  static std::string_view name(CmhaInit i) { return cmha_init_name(i); }
+  static CmhaInit parse(std::string_view s) { return parse_cmha_init(s); }
+  static std::string all(std::string_view separator) { return cmha_init_names(separator); }
+};
+template <class T>
+inline constexpr bool is_enum_field = std::is_same_v<T, Position> || std::is_same_v<T, CmhaInit>;
 
 // The type of a member pointer's field: int64_t for &ModelConfig::d_model.
 template <class Options, class Member>
 using field_type = std::remove_cvref_t<decltype(std::declval<Options&>().*std::declval<Member>())>;
 
-// Every field under its name.
+// Every field under its name (an enum by its name).
 template <class Options>
 nlohmann::json fields_to_json(const Options& o, std::type_identity_t<std::span<const Field<Options>>> fields) {
   nlohmann::json j = nlohmann::json::object();
   for (const Field<Options>& f : fields)
-    std::visit([&](auto member) { j[std::string(f.name)] = o.*member; }, f.member);
+    std::visit(
+        [&](auto member) {
+          const auto& value = o.*member;
+          if constexpr (is_enum_field<field_type<Options, decltype(member)>>)
+            j[std::string(f.name)] = std::string(EnumNames<field_type<Options, decltype(member)>>::name(value));
+          else
+            j[std::string(f.name)] = value;
+        },
+        f.member);
   return j;
 }
 
 // Sets the field called `key` from `v`; false when no field has that name.
-// A value of the wrong type is a phasor::Error.
+// A value of the wrong type (or an unknown enum name) is a phasor::Error.
 template <class Options>
 bool read_field(Options& o, std::type_identity_t<std::span<const Field<Options>>> fields, const std::string& key, const nlohmann::json& v) {
   for (const Field<Options>& f : fields) {
@@ -74,7 +100,7 @@ bool read_field(Options& o, std::type_identity_t<std::span<const Field<Options>>
         [&](auto member) {
           using T = field_type<Options, decltype(member)>;
           auto& out = o.*member;
-          if constexpr (std::is_same_v<T, std::string>) {
+          if constexpr (std::is_same_v<T, std::string> || is_enum_field<T>) {
             PHASOR_CHECK(v.is_string(), "config: '", key, "' must be a string, got ", v.dump());
           } else if constexpr (std::is_same_v<T, bool>) {
             PHASOR_CHECK(v.is_boolean(), "config: '", key, "' must be true or false, got ", v.dump());
@@ -86,7 +112,8 @@ bool read_field(Options& o, std::type_identity_t<std::span<const Field<Options>>
           } else {
             PHASOR_CHECK(v.is_number(), "config: '", key, "' must be a number, got ", v.dump());
           }
-          out = v.get<T>();
+          if constexpr (is_enum_field<T>) out = EnumNames<T>::parse(v.get<std::string>());
+          else out = v.get<T>();
         },
         f.member);
     return true;

@@ -54,7 +54,7 @@ void validate(const TrainOptions& o) {
   check_bounds(o, kTrainOptionFields, "train");
   PHASOR_CHECK(o.batch <= (int64_t{1} << 31) / o.seq_len, "train: batch ", o.batch, " x seq_len ", o.seq_len,
                " is more than 2^31 tokens per step");
-  PHASOR_CHECK(o.model.position != "learned" || o.seq_len <= o.model.max_seq_len, "train: seq_len ", o.seq_len,
+  PHASOR_CHECK(o.model.position != Position::Learned || o.seq_len <= o.model.max_seq_len, "train: seq_len ", o.seq_len,
                " exceeds max_seq_len ", o.model.max_seq_len, " of a 'learned' position model");
   PHASOR_CHECK(o.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.lr, "train: need 0 <= min_lr <= lr and lr > 0 (lr ", o.lr, ", min_lr ", o.min_lr, ")");
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
@@ -212,7 +212,7 @@ struct Run {
   // (models/gradient.h). Other steps, and runs without the flag, carry none.
   void probe_heads(bool on) {
     head_probes.reset();
-    if (on && options.model.position == "complexformer") head_probes = std::make_unique<ProbeScope>(*model);
+    if (on && options.model.position == Position::ComplexFormer) head_probes = std::make_unique<ProbeScope>(*model);
   }
 
   // Per layer, one value per head: the means over pairs of delta and

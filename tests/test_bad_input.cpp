@@ -161,7 +161,7 @@ void check_train_refused(const std::string& extra, const std::string& must_menti
 
 // ---------------------------------------------------------------- model files
 
-ModelConfig tiny_config(const std::string& position = "rope") {
+ModelConfig tiny_config(Position position = Position::Rope) {
   ModelConfig c;
   c.position = position;
   c.d_model = 16;
@@ -564,7 +564,7 @@ TEST_CASE("F5 flags: a value holding a newline or control bytes stays on one lin
 // ============================================================== P: prompts
 
 TEST_CASE("P1 prompt: longer than a 'learned' model's context, alone or with --tokens") {
-  ModelConfig c = tiny_config("learned");
+  ModelConfig c = tiny_config(Position::Learned);
   c.max_seq_len = 16;
   const fs::path m = model_file("learned16", c);
   check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt " + quote(std::string(40, 'a')) + " --tokens 1"),
@@ -593,7 +593,7 @@ TEST_CASE("P3 prompt: longer than max_seq_len on a model without a hard limit is
 // ============================================================== E: evaluation
 
 TEST_CASE("E1 eval: --seq-len beyond a 'learned' model's max_seq_len") {
-  ModelConfig c = tiny_config("learned");
+  ModelConfig c = tiny_config(Position::Learned);
   c.max_seq_len = 16;
   check_refused(phasor_cli("eval --checkpoint " + quote(model_file("learned16", c)) + " --data " + quote(data_file()) + " --seq-len 17"),
                 "exceeds max_seq_len 16");

@@ -173,7 +173,7 @@ std::map<std::string, std::string> tree_bytes(const fs::path& dir) {
   return out;
 }
 
-ModelConfig tiny_config(const std::string& position) {
+ModelConfig tiny_config(Position position) {
   ModelConfig c;
   c.position = position;
   c.d_model = 32;
@@ -243,7 +243,7 @@ TEST_CASE("resume is exact through the cosine decay when the total stays the sam
 // ============================================================== eval
 
 TEST_CASE("eval --json: keys, the spec's window count and the loss") {
-  const ModelConfig c = tiny_config("rope");
+  const ModelConfig c = tiny_config(Position::Rope);
   const fs::path model_path = saved_model("eval_rope", c);
   // T = 1024 and L = 32: floor((T - 1) / L) = 31 (not T / L = 32).
   const std::string text = sample_text(1024);
@@ -283,7 +283,7 @@ TEST_CASE("eval --json: keys, the spec's window count and the loss") {
 }
 
 TEST_CASE("eval with --seq-len beyond a 'learned' model's max_seq_len fails cleanly") {
-  ModelConfig c = tiny_config("learned");
+  ModelConfig c = tiny_config(Position::Learned);
   c.max_seq_len = 16;
   const fs::path model_path = saved_model("eval_learned", c);
   const Cli bad = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data_file()) + " --seq-len 32 --json");
@@ -312,14 +312,14 @@ TEST_CASE("train --help: a flag for every field of the option tables, with the r
     CHECK(line.find(f.help) != std::string::npos);
   }
   CHECK(line_of("position").find("TEXT") != std::string::npos);
-  CHECK(line_of("position").find("complexformer|rope|xpos|alibi|sinusoidal|learned|none") != std::string::npos);
+  CHECK(line_of("position").find(position_names("|")) != std::string::npos);
   CHECK(line_of("cmha_init").find("rope|paper") != std::string::npos);
   CHECK(line_of("seed").find("UINT") != std::string::npos);
   CHECK(line_of("tie_embeddings").find("BOOLEAN") != std::string::npos);
   CHECK(line_of("log_heads").find("BOOLEAN") == std::string::npos);  // a switch: --log-heads alone
 }
 
-TEST_CASE("a flag overrides its key in a config file") {
+TEST_CASE("a flag overrides its key in a config file; an enum flag is read as a name") {
   const fs::path config = scratch() / "override.json", run = scratch() / "override_run";
   fs::remove_all(run);
   write_bytes(config, R"({"model": {"position": "learned", "cmha_init": "paper", "d_model": 16, "n_layers": 1, "n_heads": 2,)"
@@ -328,8 +328,8 @@ TEST_CASE("a flag overrides its key in a config file") {
                            " --position xpos --seq-len 8");
   REQUIRE_MESSAGE(r.status == 0, r.err);
   const TrainOptions o = train_options_from_json(nlohmann::json::parse(read_bytes(run / "config.json")));
-  CHECK(o.model.position == "xpos");      // the flag
-  CHECK(o.model.cmha_init == "paper");    // the file
+  CHECK(o.model.position == Position::XPos);      // the flag
+  CHECK(o.model.cmha_init == CmhaInit::Paper);    // the file
   CHECK(o.seq_len == 8);
   CHECK(o.model.d_model == 16);
 }
@@ -399,7 +399,7 @@ TEST_CASE("train into a run folder that already holds a run is refused and chang
 // ============================================================== info, generate, plot
 
 TEST_CASE("info prints the config and the parameter count") {
-  ModelConfig c = tiny_config("complexformer");
+  ModelConfig c = tiny_config(Position::ComplexFormer);
   c.tie_embeddings = false;
   const fs::path p = saved_model("info_model", c);
   const Cli r = phasor_cli("info " + quote(p));
@@ -413,7 +413,7 @@ TEST_CASE("info prints the config and the parameter count") {
 }
 
 TEST_CASE("generate streams N bytes after the prompt and is reproducible with --seed") {
-  const fs::path p = saved_model("gen_model", tiny_config("complexformer"));
+  const fs::path p = saved_model("gen_model", tiny_config(Position::ComplexFormer));
   const std::string base = "generate --checkpoint " + quote(p) + " --prompt 'In the beginning' --tokens 40 --temperature 1.0";
   const Cli a = phasor_cli(base + " --seed 7"), b = phasor_cli(base + " --seed 7"), c = phasor_cli(base + " --seed 8");
   REQUIRE_MESSAGE(a.status == 0, a.err);

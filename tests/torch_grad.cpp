@@ -60,7 +60,7 @@ std::string sample_text() {
   return text;
 }
 
-P::ModelConfig config_of(const std::string& position, const std::string& cmha_init, bool tie) {
+P::ModelConfig config_of(P::Position position, P::CmhaInit cmha_init, bool tie) {
   P::ModelConfig c;
   c.position = position;
   c.cmha_init = cmha_init;
@@ -87,7 +87,8 @@ fs::path checkpoint(const P::ModelConfig& c, uint64_t seed) {
       if (name.ends_with("norm.weight")) P::ops::axpy_(p, P::normal(p.shape(), 0.0, 0.2, P::DType::Float32, &gen), 1.0);
     }
   }
-  const fs::path path = scratch() / (c.position + "_" + c.cmha_init + (c.tie_embeddings ? "_tied" : "_untied") + ".safetensors");
+  const fs::path path = scratch() / (std::string(P::position_name(c.position)) + "_" + std::string(P::cmha_init_name(c.cmha_init)) +
+                                     (c.tie_embeddings ? "_tied" : "_untied") + ".safetensors");
   P::save_model(path.string(), model);
   return path;
 }
@@ -137,8 +138,9 @@ TEST_CASE("window gradients of every variant match LibTorch's backward of the sa
   const std::vector<int64_t> tokens = P::ByteTokenizer().encode(sample_text());
   uint64_t seed = 20;
   for (const bool tie : {true, false})
-    for (const std::string position : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"})
-      for (const std::string init : position == "complexformer" ? std::vector<std::string>{"paper", "rope"} : std::vector<std::string>{"rope"}) {
+    for (const P::Position position : P::all_positions())
+      for (const P::CmhaInit init : position == P::Position::ComplexFormer ? std::vector{P::CmhaInit::Paper, P::CmhaInit::Rope}
+                                                                           : std::vector{P::CmhaInit::Rope}) {
         CAPTURE(position);
         CAPTURE(init);
         CAPTURE(tie);
@@ -157,7 +159,7 @@ TEST_CASE("window gradients of every variant match LibTorch's backward of the sa
 
 TEST_CASE("phasor grad's safetensors file matches LibTorch's gradients") {
   const std::vector<int64_t> tokens = P::ByteTokenizer().encode(sample_text());
-  const fs::path ckpt = checkpoint(config_of("complexformer", "paper", false), 99), data = scratch() / "text.txt",
+  const fs::path ckpt = checkpoint(config_of(P::Position::ComplexFormer, P::CmhaInit::Paper, false), 99), data = scratch() / "text.txt",
                  out = scratch() / "grad.safetensors";
   std::ofstream(data, std::ios::binary) << sample_text();
   const std::string cmd = std::string(PHASOR_CLI_PATH) + " grad --checkpoint '" + ckpt.string() + "' --data '" + data.string() +
