@@ -63,6 +63,11 @@ void ModelConfig::validate() const {
                n_layers, ", d_ff ", d_ff, " make about ", parameters, " parameters, more than the limit of 2^31");
 }
 
+void check_positions_fit(const ModelConfig& c, int64_t positions, std::string_view what) {
+  PHASOR_CHECK(c.variant().embedding != PositionEmbedding::Learned || positions <= c.max_seq_len, what, " ", positions,
+               " exceeds max_seq_len ", c.max_seq_len, " of this '", c.position, "' position model");
+}
+
 nlohmann::json to_json(const ModelConfig& c) { return fields_to_json(c, kModelConfigFields); }
 
 ModelConfig model_config_from_json(const nlohmann::json& j) {

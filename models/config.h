@@ -90,6 +90,12 @@ struct ModelConfig {
   void validate() const;
 };
 
+// The one rule on sequence lengths: a `learned` model has a table of
+// max_seq_len positions and cannot run past it (the other variants extrapolate).
+// Throws phasor::Error "<what> <positions> exceeds max_seq_len M of this
+// 'learned' position model", e.g. what = "eval: --seq-len".
+void check_positions_fit(const ModelConfig& c, int64_t positions, std::string_view what);
+
 nlohmann::json to_json(const ModelConfig& c);
 // Unknown keys and wrong types are errors; missing keys keep their defaults.
 ModelConfig model_config_from_json(const nlohmann::json& j);

@@ -298,9 +298,7 @@ int main(int argc, char** argv) {
     }
     if (*eval_cmd) {
       const auto model = load_model(checkpoint);
-      if (model->config().position == Position::Learned)
-        PHASOR_CHECK(seq_len <= model->config().max_seq_len, "eval: --seq-len ", seq_len, " exceeds max_seq_len ",
-                     model->config().max_seq_len, " of this 'learned' position model");
+      check_positions_fit(model->config(), seq_len, "eval: --seq-len");
       const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data)), seq_len, max_windows, eval_batch);
       nlohmann::json out = {{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"windows", r.windows}, {"seq_len", r.seq_len}};
       if (arith_problems > 0) out["exact_match"] = arith_exact_match(*model, static_cast<size_t>(arith_problems));

@@ -54,8 +54,7 @@ void validate(const TrainOptions& o) {
   check_bounds(o, kTrainOptionFields, "train");
   PHASOR_CHECK(o.batch <= (int64_t{1} << 31) / o.seq_len, "train: batch ", o.batch, " x seq_len ", o.seq_len,
                " is more than 2^31 tokens per step");
-  PHASOR_CHECK(o.model.position != Position::Learned || o.seq_len <= o.model.max_seq_len, "train: seq_len ", o.seq_len,
-               " exceeds max_seq_len ", o.model.max_seq_len, " of a 'learned' position model");
+  check_positions_fit(o.model, o.seq_len, "train: seq_len");
   PHASOR_CHECK(o.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.lr, "train: need 0 <= min_lr <= lr and lr > 0 (lr ", o.lr, ", min_lr ", o.min_lr, ")");
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
   PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");

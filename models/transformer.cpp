@@ -177,8 +177,7 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   PHASOR_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 2, "model: tokens must be int64 [batch, seq], got ", tokens.dtype(),
                " ", tokens.shape());
   const int64_t n = tokens.size(1), offset = cache ? cache->length : 0;
-  PHASOR_CHECK(config_.position != Position::Learned || offset + n <= config_.max_seq_len,
-               "model: position 'learned' supports at most max_seq_len = ", config_.max_seq_len, " positions, got ", offset + n);
+  check_positions_fit(config_, offset + n, "model: offset + length");
   const Tensor host_ids = ops::contiguous(to_cpu(tokens));  // checked on the host, then on the model's device
   const int64_t* p = host_ids.data<int64_t>();
   for (int64_t i = 0; i < host_ids.numel(); ++i)
@@ -201,8 +200,7 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {
 }
 
 KVCache CausalLM::make_cache(int64_t batch, int64_t capacity) const {
-  PHASOR_CHECK(config_.position != Position::Learned || capacity <= config_.max_seq_len, "generate: position 'learned' supports at most ",
-               config_.max_seq_len, " positions, asked for ", capacity);
+  check_positions_fit(config_, capacity, "generate: prompt + tokens");
   KVCache cache;
   cache.capacity = capacity;
   for (size_t l = 0; l < layers.size(); ++l)

@@ -568,8 +568,8 @@ TEST_CASE("P1 prompt: longer than a 'learned' model's context, alone or with --t
   c.max_seq_len = 16;
   const fs::path m = model_file("learned16", c);
   check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt " + quote(std::string(40, 'a')) + " --tokens 1"),
-                "supports at most 16 positions");
-  check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 13"), "supports at most 16 positions");
+                "exceeds max_seq_len 16");
+  check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 13"), "exceeds max_seq_len 16");
   const Cli ok = phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 12");
   CHECK_MESSAGE(ok.status == 0, ok.err);
   CHECK(ok.out.size() == 4 + 12 + 1);

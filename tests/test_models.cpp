@@ -245,7 +245,13 @@ TEST_CASE("bad model configurations and inputs are refused with clear errors") {
   CHECK(error_of([&] { CausalLM m(c); }).find("even head width") != std::string::npos);
   c = small_config(Position::Learned);
   CausalLM learned(c);
-  CHECK(error_of([&] { (void)learned.forward(random_tokens(1, 65, 1)); }).find("at most max_seq_len") != std::string::npos);
+  CHECK(error_of([&] { (void)learned.forward(random_tokens(1, 65, 1)); }).find("exceeds max_seq_len 64") != std::string::npos);
+  // The one rule on lengths, which train, eval, grad, generate and forward call with their context.
+  CHECK(error_of([&] { check_positions_fit(c, 65, "eval: --seq-len"); }) ==
+        "eval: --seq-len 65 exceeds max_seq_len 64 of this 'learned' position model");
+  CHECK(error_of([&] { check_positions_fit(c, 64, "eval: --seq-len"); }).empty());
+  for (Position p : all_positions())
+    if (p != Position::Learned) CHECK(error_of([&] { check_positions_fit(small_config(p), 1 << 20, "x"); }).empty());
   CausalLM rope(small_config(Position::Rope));
   CHECK(error_of([&] { (void)rope.forward(from_vector<int64_t>({300}, {1, 1})); }).find("outside the vocabulary") != std::string::npos);
 }
