@@ -68,9 +68,8 @@ WindowGradients window_gradients(const CausalLM& model, const std::vector<int64_
                                  bool activations) {
   const ModelConfig& c = model.config();
   PHASOR_CHECK(seq_len > 0, "grad: --seq-len must be positive, got ", seq_len);
-  PHASOR_CHECK(c.position != "learned" || seq_len <= c.max_seq_len, "grad: --seq-len ", seq_len, " exceeds max_seq_len ",
-               c.max_seq_len, " of this 'learned' position model");
-  PHASOR_CHECK(!activations || c.position == "complexformer",
+  check_positions_fit(c, seq_len, "grad: --seq-len");
+  PHASOR_CHECK(!activations || c.position == Position::ComplexFormer,
                "grad: --activations needs a complexformer model (the gradients reaching its Euler transform); this one is '",
                c.position, "'");
   PHASOR_CHECK(window >= 0, "grad: --window must be non-negative, got ", window);

@@ -1,12 +1,17 @@
 // The `phasor` command line: train, eval, generate, plot, grad, attention, info (and sweep).
 // Every failure ends with one line on stderr and a non-zero exit status.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <span>
+#include <variant>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -43,44 +48,48 @@ std::string one_line(const char* message) {
   return out;
 }
 
-// Model and optimizer flags of `phasor train`; each overrides the config file.
-void add_train_flags(CLI::App* cmd, TrainOptions& o) {
-  ModelConfig& m = o.model;
-  cmd->add_option("--position", m.position, "complexformer|rope|xpos|alibi|sinusoidal|learned|none");
-  cmd->add_option("--vocab-size", m.vocab_size);
-  cmd->add_option("--d-model", m.d_model);
-  cmd->add_option("--n-layers", m.n_layers);
-  cmd->add_option("--n-heads", m.n_heads);
-  cmd->add_option("--d-ff", m.d_ff);
-  cmd->add_option("--max-seq-len", m.max_seq_len);
-  cmd->add_option("--rope-base", m.rope_base);
-  cmd->add_option("--norm-eps", m.norm_eps);
-  cmd->add_option("--tie-embeddings", m.tie_embeddings);
-  cmd->add_option("--xpos-scale-base", m.xpos_scale_base);
-  cmd->add_option("--cmha-init", m.cmha_init, "rope|paper");
-  cmd->add_option("--data", o.data, "a text file or a built-in corpus: kjv, code, arith");
-  cmd->add_option("--run-dir", o.run_dir, "folder for the log, config and checkpoints");
-  cmd->add_option("--seq-len", o.seq_len);
-  cmd->add_option("--batch", o.batch);
-  cmd->add_option("--steps", o.steps);
-  cmd->add_option("--lr", o.lr);
-  cmd->add_option("--min-lr", o.min_lr);
-  cmd->add_option("--warmup", o.warmup);
-  cmd->add_option("--weight-decay", o.weight_decay);
-  cmd->add_option("--beta1", o.beta1);
-  cmd->add_option("--beta2", o.beta2);
-  cmd->add_option("--grad-clip", o.grad_clip);
-  cmd->add_option("--seed", o.seed);
-  cmd->add_option("--val-fraction", o.val_fraction);
-  cmd->add_option("--eval-every", o.eval_every);
-  cmd->add_option("--eval-windows", o.eval_windows);
-  cmd->add_option("--log-every", o.log_every);
-  cmd->add_option("--ckpt-every", o.ckpt_every);
-  cmd->add_option("--max-bad-steps", o.max_bad_steps);
-  cmd->add_option("--threads", o.threads);
-  cmd->add_option("--device", o.device, "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)");
-  cmd->add_flag("--log-heads", o.log_heads, "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform");
-}
+// The flags of an option table (models/options.h): --<name with '-' for '_'>,
+// bound to the field, with the row's help. An enum field's flag takes its text
+// and help from its names; apply() sets the field after parsing, so an unknown
+// name is refused like one in a config file (the message of parse_position,
+// exit 1) and only once the command runs.
+class FieldFlags {
+ public:
+  template <class Options>
+  void add(CLI::App* cmd, Options& options, std::span<const Field<Options>> fields) {
+    for (const Field<Options>& f : fields) {
+      std::string flag = "--" + std::string(f.name);
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      std::visit(
+          [&](auto member) {
+            using T = field_type<Options, decltype(member)>;
+            T& value = options.*member;
+            if constexpr (is_enum_field<T>) {
+              std::string& text = enum_texts_.emplace_back();
+              const CLI::Option* option = cmd->add_option(flag, text, EnumNames<T>::all("|"));
+              enum_setters_.push_back([option, &text, &value] {
+                if (option->count() > 0) value = EnumNames<T>::parse(text);
+              });
+            } else if constexpr (std::is_same_v<T, bool>) {
+              if (f.flag == Flag::Switch) cmd->add_flag(flag, value, std::string(f.help));
+              else cmd->add_option(flag, value, std::string(f.help));
+            } else {
+              cmd->add_option(flag, value, std::string(f.help));
+            }
+          },
+          f.member);
+    }
+  }
+
+  // Sets the enum fields whose flags were given; throws phasor::Error for an unknown name.
+  void apply() const {
+    for (const auto& set : enum_setters_) set();
+  }
+
+ private:
+  std::deque<std::string> enum_texts_;  // CLI11 writes into these: their addresses must stay
+  std::vector<std::function<void()>> enum_setters_;
+};
 
 TrainOptions options_from_file(const std::string& path) {
   PHASOR_CHECK(!std::filesystem::is_directory(path), "config file '", path, "' is a folder");
@@ -160,7 +169,9 @@ int main(int argc, char** argv) {
   auto* train_cmd = app.add_subcommand("train", "train a model");
   train_cmd->add_option("--config", config_file, "JSON file of options (flags override it)");
   train_cmd->add_option("--resume", resume_dir, "continue the run in this folder exactly where it stopped");
-  add_train_flags(train_cmd, train_opts);
+  FieldFlags train_flags;  // model and optimizer flags; each overrides the config file
+  train_flags.add<ModelConfig>(train_cmd, train_opts.model, kModelConfigFields);
+  train_flags.add<TrainOptions>(train_cmd, train_opts, kTrainOptionFields);
   DistributedOptions dist;  // data parallelism across processes (docs/distributed.md)
   train_cmd->add_option("--distributed", dist.mode, "auto (MPI when mpirun/srun started several processes), off, mpi or nccl")
       ->check(CLI::IsMember({"auto", "off", "mpi", "nccl"}));
@@ -276,6 +287,7 @@ int main(int argc, char** argv) {
                            opt->check_lname("distributed") || opt->check_lname("dist-timeout"),  // how to run, not what
                        "train: ", opt->get_name(),
                        " cannot be combined with --resume (the run continues with its own options; only --steps may change)");
+      train_flags.apply();
       const TrainSummary s = resume_dir.empty() ? train(train_opts)
                                                  : resume(resume_dir, train_cmd->count("--steps") ? train_opts.steps : 0);
       if (world().is_root())
@@ -286,9 +298,7 @@ int main(int argc, char** argv) {
     }
     if (*eval_cmd) {
       const auto model = load_model(checkpoint);
-      if (model->config().position == "learned")
-        PHASOR_CHECK(seq_len <= model->config().max_seq_len, "eval: --seq-len ", seq_len, " exceeds max_seq_len ",
-                     model->config().max_seq_len, " of this 'learned' position model");
+      check_positions_fit(model->config(), seq_len, "eval: --seq-len");
       const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data)), seq_len, max_windows, eval_batch);
       nlohmann::json out = {{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"windows", r.windows}, {"seq_len", r.seq_len}};
       if (arith_problems > 0) out["exact_match"] = arith_exact_match(*model, static_cast<size_t>(arith_problems));
@@ -369,8 +379,9 @@ int main(int argc, char** argv) {
       const auto model = load_model(checkpoint);
       const std::vector<int64_t> ids = ByteTokenizer().encode(attention_text);
       const Tensor map = attention_map(*model, ids, attention_layer, attention_head);
-      write_text_atomically(attention_out, attention_map_svg(map, ids, "layer " + std::to_string(attention_layer) + ", head " +
-                                                                           std::to_string(attention_head) + " (" + model->config().position + ")"));
+      const std::string title = "layer " + std::to_string(attention_layer) + ", head " + std::to_string(attention_head) + " (" +
+                                std::string(position_name(model->config().position)) + ")";
+      write_text_atomically(attention_out, attention_map_svg(map, ids, title));
       std::printf("wrote %s\n", attention_out.c_str());
       return 0;
     }

@@ -32,12 +32,12 @@ using nlohmann::json;
 // The variants the issue compares, all of one size (only complexformer adds
 // parameters: delta, phase_bias and beta, under 1% of the model).
 static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff) {
-  return {{"complexformer-rope", "complexformer", "rope", d_model, d_ff},
-          {"complexformer-paper", "complexformer", "paper", d_model, d_ff},
-          {"rope", "rope", "rope", d_model, d_ff},
-          {"xpos", "xpos", "rope", d_model, d_ff},
-          {"alibi", "alibi", "rope", d_model, d_ff},
-          {"none", "none", "rope", d_model, d_ff}};
+  return {{"complexformer-rope", Position::ComplexFormer, CmhaInit::Rope, d_model, d_ff},
+          {"complexformer-paper", Position::ComplexFormer, CmhaInit::Paper, d_model, d_ff},
+          {"rope", Position::Rope, CmhaInit::Rope, d_model, d_ff},
+          {"xpos", Position::XPos, CmhaInit::Rope, d_model, d_ff},
+          {"alibi", Position::Alibi, CmhaInit::Rope, d_model, d_ff},
+          {"none", Position::None, CmhaInit::Rope, d_model, d_ff}};
 }
 
 SweepPlan sweep_preset(const std::string& name) {
@@ -48,7 +48,7 @@ SweepPlan sweep_preset(const std::string& name) {
     // d_model 64, 2 layers, 4 heads of width 16: about 100k parameters, trained
     // on 1.2M tokens (600 steps of 16 x 128); two single-threaded cells at once.
     p.variants = main_grid(64, 176);
-    p.efficiency = {{"complexformer-rope-3/4", "complexformer", "rope", 48, 128}};
+    p.efficiency = {{"complexformer-rope-3/4", Position::ComplexFormer, CmhaInit::Rope, 48, 128}};
     p.eval_lengths = {128, 256, 512, 1024, 2048};
     p.n_layers = 2;
     p.n_heads = 4;
@@ -65,7 +65,7 @@ SweepPlan sweep_preset(const std::string& name) {
     // The README's model width on ten times the tokens: for a GPU machine or a
     // long CPU run (phasor sweep --preset full --jobs N).
     p.variants = main_grid(128, 352);
-    p.efficiency = {{"complexformer-rope-3/4", "complexformer", "rope", 96, 256}};
+    p.efficiency = {{"complexformer-rope-3/4", Position::ComplexFormer, CmhaInit::Rope, 96, 256}};
     p.eval_lengths = {256, 512, 1024, 2048, 4096};
     p.n_layers = 4;
     p.n_heads = 4;
@@ -87,10 +87,15 @@ SweepPlan sweep_preset(const std::string& name) {
 }
 
 static json to_json(const SweepVariant& v) {
-  return {{"name", v.name}, {"position", v.position}, {"cmha_init", v.cmha_init}, {"d_model", v.d_model}, {"d_ff", v.d_ff}};
+  return {{"name", v.name},
+          {"position", std::string(position_name(v.position))},
+          {"cmha_init", std::string(cmha_init_name(v.cmha_init))},
+          {"d_model", v.d_model},
+          {"d_ff", v.d_ff}};
 }
 static SweepVariant variant_from_json(const json& j) {
-  return {j.at("name"), j.at("position"), j.at("cmha_init"), j.at("d_model"), j.at("d_ff")};
+  return {j.at("name"), parse_position(j.at("position").get<std::string>()), parse_cmha_init(j.at("cmha_init").get<std::string>()),
+          j.at("d_model"), j.at("d_ff")};
 }
 
 json to_json(const SweepPlan& p) {

@@ -17,12 +17,14 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "models/config.h"
+
 namespace phasor {
 
 struct SweepVariant {
   std::string name;      // as the tables print it, e.g. "complexformer-paper"
-  std::string position;  // a ModelConfig position
-  std::string cmha_init = "rope";
+  Position position = Position::ComplexFormer;
+  CmhaInit cmha_init = CmhaInit::Rope;
   int64_t d_model = 0;
   int64_t d_ff = 0;
 };

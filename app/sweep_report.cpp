@@ -194,7 +194,7 @@ void write_efficiency(std::ostream& md, const Results& r) {
   md << "## Parameter efficiency (`" << t << "`)\n\n| model | parameters | loss | − rope |\n|---|---|---|---|\n";
   std::vector<std::string> names = {"rope"};
   for (const auto& v : p.variants)
-    if (v.position == "complexformer") names.push_back(v.name);
+    if (v.position == Position::ComplexFormer) names.push_back(v.name);
   for (const auto& v : p.efficiency) names.push_back(v.name);
   for (const auto& name : names) {
     if (!loss.count(name)) continue;

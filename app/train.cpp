@@ -34,73 +34,28 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------- options
 
 nlohmann::json to_json(const TrainOptions& o) {
-  return {{"model", to_json(o.model)},  {"data", o.data},           {"run_dir", o.run_dir},       {"seq_len", o.seq_len},
-          {"batch", o.batch},           {"steps", o.steps},         {"lr", o.lr},                 {"min_lr", o.min_lr},
-          {"warmup", o.warmup},         {"weight_decay", o.weight_decay}, {"beta1", o.beta1},     {"beta2", o.beta2},
-          {"grad_clip", o.grad_clip},   {"seed", o.seed},           {"val_fraction", o.val_fraction}, {"eval_every", o.eval_every},
-          {"eval_windows", o.eval_windows}, {"log_every", o.log_every}, {"ckpt_every", o.ckpt_every},
-          {"max_bad_steps", o.max_bad_steps}, {"threads", o.threads}, {"log_heads", o.log_heads}, {"device", o.device}};
+  nlohmann::json j = fields_to_json(o, kTrainOptionFields);
+  j["model"] = to_json(o.model);
+  return j;
 }
-
-namespace {
-template <class T>
-void read_key(const nlohmann::json& v, const std::string& key, T& out) {
-  bool ok;
-  if constexpr (std::is_same_v<T, std::string>) ok = v.is_string();
-  else if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
-  else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer() && (!std::is_unsigned_v<T> || v.get<int64_t>() >= 0);
-  else ok = v.is_number();
-  PHASOR_CHECK(ok, "config: '", key, "' has the wrong type or value: ", v.dump());
-  out = v.get<T>();
-}
-}  // namespace
 
 TrainOptions train_options_from_json(const nlohmann::json& j) {
   PHASOR_CHECK(j.is_object(), "config: expected a JSON object");
   TrainOptions o;
   for (const auto& [key, v] : j.items()) {
     if (key == "model") o.model = model_config_from_json(v);
-    else if (key == "data") read_key(v, key, o.data);
-    else if (key == "run_dir") read_key(v, key, o.run_dir);
-    else if (key == "seq_len") read_key(v, key, o.seq_len);
-    else if (key == "batch") read_key(v, key, o.batch);
-    else if (key == "steps") read_key(v, key, o.steps);
-    else if (key == "lr") read_key(v, key, o.lr);
-    else if (key == "min_lr") read_key(v, key, o.min_lr);
-    else if (key == "warmup") read_key(v, key, o.warmup);
-    else if (key == "weight_decay") read_key(v, key, o.weight_decay);
-    else if (key == "beta1") read_key(v, key, o.beta1);
-    else if (key == "beta2") read_key(v, key, o.beta2);
-    else if (key == "grad_clip") read_key(v, key, o.grad_clip);
-    else if (key == "seed") read_key(v, key, o.seed);
-    else if (key == "val_fraction") read_key(v, key, o.val_fraction);
-    else if (key == "eval_every") read_key(v, key, o.eval_every);
-    else if (key == "eval_windows") read_key(v, key, o.eval_windows);
-    else if (key == "log_every") read_key(v, key, o.log_every);
-    else if (key == "ckpt_every") read_key(v, key, o.ckpt_every);
-    else if (key == "max_bad_steps") read_key(v, key, o.max_bad_steps);
-    else if (key == "threads") read_key(v, key, o.threads);
-    else if (key == "log_heads") read_key(v, key, o.log_heads);
-    else if (key == "device") read_key(v, key, o.device);
-    else fail("config: unknown key '", key, "'");
+    else if (!read_field(o, kTrainOptionFields, key, v)) fail("config: unknown key '", key, "'");
   }
   return o;
 }
 
 void validate(const TrainOptions& o) {
   o.model.validate();
-  PHASOR_CHECK(o.seq_len > 0 && o.batch > 0 && o.steps >= 0, "train: seq_len and batch must be positive and steps non-negative");
+  check_bounds(o, kTrainOptionFields, "train");
   PHASOR_CHECK(o.batch <= (int64_t{1} << 31) / o.seq_len, "train: batch ", o.batch, " x seq_len ", o.seq_len,
                " is more than 2^31 tokens per step");
-  PHASOR_CHECK(o.model.position != "learned" || o.seq_len <= o.model.max_seq_len, "train: seq_len ", o.seq_len,
-               " exceeds max_seq_len ", o.model.max_seq_len, " of a 'learned' position model");
+  check_positions_fit(o.model, o.seq_len, "train: seq_len");
   PHASOR_CHECK(o.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.lr, "train: need 0 <= min_lr <= lr and lr > 0 (lr ", o.lr, ", min_lr ", o.min_lr, ")");
-  PHASOR_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "train: beta1 and beta2 must be in [0, 1)");
-  PHASOR_CHECK(o.val_fraction > 0 && o.val_fraction < 1, "train: val_fraction must be in (0, 1), got ", o.val_fraction);
-  PHASOR_CHECK(o.grad_clip >= 0 && o.weight_decay >= 0 && o.warmup >= 0, "train: grad_clip, weight_decay and warmup must be non-negative");
-  PHASOR_CHECK(o.log_every > 0 && o.eval_every >= 0 && o.ckpt_every >= 0 && o.eval_windows >= 0 && o.max_bad_steps > 0,
-               "train: log_every and max_bad_steps must be positive; eval_every, eval_windows and ckpt_every non-negative");
-  PHASOR_CHECK(o.threads >= 0, "train: threads must be non-negative");
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
   PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");
 }
@@ -256,7 +211,7 @@ struct Run {
   // (app/gradient.h). Other steps, and runs without the flag, carry none.
   void probe_heads(bool on) {
     head_probes.reset();
-    if (on && options.model.position == "complexformer") head_probes = std::make_unique<ProbeScope>(*model);
+    if (on && options.model.position == Position::ComplexFormer) head_probes = std::make_unique<ProbeScope>(*model);
   }
 
   // The 2-norms (over the batch on this rank, positions and pairs) of dL/dr

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/config.h"
+#include "models/options.h"
 
 namespace phasor {
 
@@ -34,6 +35,35 @@ struct TrainOptions {
   int threads = 0;             // 0: all cores
   bool log_heads = false;      // per-head CMHA statistics in the log
   std::string device = "cpu";  // cpu or cuda (the CUDA backend, one GPU)
+};
+
+// The fields besides `model` (whose own are kModelConfigFields), in the order of
+// their flags in `phasor train --help`. Cross-field rules are in validate().
+inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
+    // name          member                        bound               help
+    {"data",          &TrainOptions::data,          Bound::Any,          "a text file or a built-in corpus: kjv, code, arith"},
+    {"run_dir",       &TrainOptions::run_dir,       Bound::Any,          "folder for the log, config and checkpoints"},
+    {"seq_len",       &TrainOptions::seq_len,       Bound::Positive},
+    {"batch",         &TrainOptions::batch,         Bound::Positive},
+    {"steps",         &TrainOptions::steps,         Bound::NonNegative},
+    {"lr",            &TrainOptions::lr},
+    {"min_lr",        &TrainOptions::min_lr},
+    {"warmup",        &TrainOptions::warmup,        Bound::NonNegative},
+    {"weight_decay",  &TrainOptions::weight_decay,  Bound::NonNegative},
+    {"beta1",         &TrainOptions::beta1,         Bound::HalfOpenUnit},
+    {"beta2",         &TrainOptions::beta2,         Bound::HalfOpenUnit},
+    {"grad_clip",     &TrainOptions::grad_clip,     Bound::NonNegative},
+    {"seed",          &TrainOptions::seed},
+    {"val_fraction",  &TrainOptions::val_fraction,  Bound::OpenUnit},
+    {"eval_every",    &TrainOptions::eval_every,    Bound::NonNegative},
+    {"eval_windows",  &TrainOptions::eval_windows,  Bound::NonNegative},
+    {"log_every",     &TrainOptions::log_every,     Bound::Positive},
+    {"ckpt_every",    &TrainOptions::ckpt_every,    Bound::NonNegative},
+    {"max_bad_steps", &TrainOptions::max_bad_steps, Bound::Positive},
+    {"threads",       &TrainOptions::threads,       Bound::NonNegative},
+    {"device",        &TrainOptions::device,        Bound::Any,          "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)"},
+    {"log_heads",     &TrainOptions::log_heads,     Bound::Any,
+     "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform", Flag::Switch},
 };
 
 nlohmann::json to_json(const TrainOptions& o);

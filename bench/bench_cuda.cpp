@@ -160,7 +160,7 @@ BENCHMARK(BM_CmhaRotateBackward)->UseManualTime()->Unit(benchmark::kMicrosecond)
 // ---- a training step of the README's small model ----
 void BM_TrainStep(benchmark::State& state) {
   ModelConfig cfg;  // complexformer, d_model 128, 4 layers, 4 heads, d_ff 352
-  cfg.position = state.range(0) == 0 ? "complexformer" : "rope";
+  cfg.position = state.range(0) == 0 ? Position::ComplexFormer : Position::Rope;
   const int64_t batch = 16, seq = 128;
   CausalLM model(cfg, 1);
   model.to(G);
@@ -187,7 +187,7 @@ void BM_TrainStep(benchmark::State& state) {
   const gpu::MemoryStats m = gpu::memory_stats();
   state.counters["peak_MiB"] = static_cast<double>(m.peak_allocated) / (1024.0 * 1024.0);
   state.counters["reserved_MiB"] = static_cast<double>(m.reserved) / (1024.0 * 1024.0);
-  state.SetLabel(cfg.position);
+  state.SetLabel(std::string(position_name(cfg.position)));
 }
 BENCHMARK(BM_TrainStep)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -13,7 +13,7 @@
 using namespace phasor;
 
 namespace {
-ModelConfig readme_model(const std::string& position) {
+ModelConfig readme_model(Position position) {
   ModelConfig c;
   c.position = position;
   c.d_model = 128;
@@ -32,7 +32,7 @@ Tensor tokens(int64_t b, int64_t n, uint64_t seed) {
 }
 
 // forward + backward + AdamW on batch 16 x 128 tokens; reports tokens/s.
-void BM_train_step(benchmark::State& state, const std::string& position) {
+void BM_train_step(benchmark::State& state, Position position) {
   CausalLM model(readme_model(position), 1);
   nn::AdamW opt({{model.named_parameters(), 0.1, 1.0}}, {3e-3, 0.9, 0.95, 1e-8});
   const Tensor x = tokens(16, 128, 1), y = tokens(16, 128, 2);
@@ -44,8 +44,8 @@ void BM_train_step(benchmark::State& state, const std::string& position) {
   }
   state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(state.iterations() * 16 * 128), benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(BM_train_step, complexformer, std::string("complexformer"))->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_train_step, rope, std::string("rope"))->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step, complexformer, Position::ComplexFormer)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step, rope, Position::Rope)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The CMHA rotation of one layer's queries (B 16, N 128, H 4, P 16), forward + backward.
 void BM_cmha_rotation(benchmark::State& state) {
@@ -72,7 +72,7 @@ BENCHMARK(BM_rope_rotation)->Unit(benchmark::kMicrosecond)->UseRealTime();
 // One new token with `cache` positions already stored (KV cache): should stay near flat.
 void BM_generate_token(benchmark::State& state) {
   const int64_t cache_len = state.range(0);
-  CausalLM model(readme_model("complexformer"), 1);
+  CausalLM model(readme_model(Position::ComplexFormer), 1);
   NoGradGuard no_grad;
   KVCache cache = model.make_cache(1, cache_len + 1);
   model.forward(tokens(1, cache_len, 3), &cache);

@@ -25,11 +25,13 @@
 
 #include <sys/resource.h>
 
+#include "models/config.h"
+
 namespace phasor::compare {
 
 struct Options {
   std::string workload = "train";
-  std::string position = "complexformer";
+  std::string position = "complexformer";  // a name of models/config.h's tables
   std::string cmha_init = "rope";
   int64_t d_model = 128, n_layers = 4, n_heads = 4, d_ff = 352;
   int64_t seq_len = 128, batch = 16;
@@ -46,8 +48,8 @@ inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit
   CLI::App app{std::string(name) + ": one side-by-side benchmark workload, one JSON line on stdout"};
   app.add_option("--workload", o.workload, "train|eval|generate|rotation")
       ->check(CLI::IsMember({"train", "eval", "generate", "rotation"}));
-  app.add_option("--position", o.position, "complexformer|rope|...");
-  app.add_option("--cmha-init", o.cmha_init, "rope|paper");
+  app.add_option("--position", o.position, position_names("|"));
+  app.add_option("--cmha-init", o.cmha_init, cmha_init_names("|"));
   app.add_option("--d-model", o.d_model);
   app.add_option("--n-layers", o.n_layers);
   app.add_option("--n-heads", o.n_heads);

@@ -15,8 +15,8 @@ namespace {
 
 ModelConfig config_of(const C::Options& o) {
   ModelConfig c;
-  c.position = o.position;
-  c.cmha_init = o.cmha_init;
+  c.position = parse_position(o.position);
+  c.cmha_init = parse_cmha_init(o.cmha_init);
   c.d_model = o.d_model;
   c.n_layers = o.n_layers;
   c.n_heads = o.n_heads;
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
         for (Tensor* t : {&x, &delta, &phase_bias, &beta}) t->zero_grad();
         const Tensor z = view_as_complex(reshape(x, {b, n, h, p, 2}));
         // As in the model: the rope table is built per call, the CMHA angles inside the fused op.
-        const Tensor r = o.position == "complexformer"
+        const Tensor r = parse_position(o.position) == Position::ComplexFormer
                              ? cmha_rotate(z, delta, phase_bias, beta, 0, 10000.0)
                              : rotate(z, ops::rotary_table(n, p, 0, 10000.0, 0.0, +1, DType::Complex64));
         sum(reshape(view_as_real(r), {b, n, h, d}) * g).backward();

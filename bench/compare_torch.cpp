@@ -22,13 +22,15 @@
 namespace C = phasor::compare;
 namespace T = phasor::torch_ref;
 using phasor::ModelConfig;
+using phasor::Position;
+using phasor::PositionEmbedding;
 
 namespace {
 
 ModelConfig config_of(const C::Options& o) {
   ModelConfig c;
-  c.position = o.position;
-  c.cmha_init = o.cmha_init;
+  c.position = phasor::parse_position(o.position);
+  c.cmha_init = phasor::parse_cmha_init(o.cmha_init);
   c.d_model = o.d_model;
   c.n_layers = o.n_layers;
   c.n_heads = o.n_heads;
@@ -98,15 +100,14 @@ torch::Tensor cached_attention(T::AttentionImpl& a, const torch::Tensor& x, Cach
   const int64_t B = x.size(0), N = x.size(1), H = c.n_heads, d = c.head_dim(), offset = cache.length;
   TORCH_CHECK(offset + N <= cache.keys[l].size(2), "KV cache capacity exceeded");
   auto q = a.wq(x).view({B, N, H, d}), k = a.wk(x).view({B, N, H, d});
-  if (c.position == "rope") {
+  if (c.position == Position::Rope) {
     q = rotate_rope(q, offset, c.rope_base);
     k = rotate_rope(k, offset, c.rope_base);
-  } else if (c.position == "complexformer") {
+  } else if (c.position == Position::ComplexFormer) {
     q = rotate_cmha(q, a.delta, &a.phase_bias, a.beta, offset, c.rope_base);
     k = rotate_cmha(k, a.delta, nullptr, a.beta, offset, c.rope_base);
   } else {
-    TORCH_CHECK(c.position == "none" || c.position == "sinusoidal" || c.position == "learned" || c.position == "alibi",
-                "compare_torch generate: no cached path for position ", c.position);
+    TORCH_CHECK(!c.is_rotary(), "compare_torch generate: no cached path for position ", c.position);
   }
   auto v = a.wv(x).view({B, N, H, d});
   cache.keys[l].narrow(2, offset, N).copy_(k.transpose(1, 2));
@@ -114,7 +115,7 @@ torch::Tensor cached_attention(T::AttentionImpl& a, const torch::Tensor& x, Cach
   auto K = cache.keys[l].narrow(2, 0, offset + N), V = cache.values[l].narrow(2, 0, offset + N);
   auto s = torch::matmul(q.transpose(1, 2), K.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));  // [B, H, N, offset+N]
   auto m = T::positions(N, offset, x.device()), n = T::positions(offset + N, 0, x.device());
-  if (c.position == "alibi") s = s - (a.alibi_slopes.view({-1, 1, 1}) * (m.unsqueeze(1) - n.unsqueeze(0))).to(s.scalar_type());
+  if (c.variant().alibi_bias) s = s - (a.alibi_slopes.view({-1, 1, 1}) * (m.unsqueeze(1) - n.unsqueeze(0))).to(s.scalar_type());
   if (N > 1) s = s.masked_fill(n.unsqueeze(0) > m.unsqueeze(1), -std::numeric_limits<float>::infinity());
   auto o = torch::matmul(torch::softmax(s, -1), V);  // [B, H, N, d]
   return a.wo(o.transpose(1, 2).reshape({B, N, c.d_model}));
@@ -124,8 +125,9 @@ torch::Tensor cached_forward(T::Model& m, const torch::Tensor& tokens, Cache& ca
   const auto& c = m.config();
   const int64_t N = tokens.size(1), offset = cache.length;
   auto x = m.tok_emb(tokens);
-  if (c.position == "sinusoidal") x = x + T::sinusoidal_table(N, offset, c.d_model, x.device()).to(x.scalar_type());
-  if (c.position == "learned") x = x + m.pos_emb(torch::arange(offset, offset + N, tokens.options()));
+  const PositionEmbedding embedding = c.variant().embedding;
+  if (embedding == PositionEmbedding::Sinusoidal) x = x + T::sinusoidal_table(N, offset, c.d_model, x.device()).to(x.scalar_type());
+  if (embedding == PositionEmbedding::Learned) x = x + m.pos_emb(torch::arange(offset, offset + N, tokens.options()));
   for (size_t l = 0; l < m.blocks.size(); ++l) {
     auto& block = m.blocks[l];
     x = x + cached_attention(*block->attn, block->attn_norm(x), cache, static_cast<int64_t>(l));
@@ -162,7 +164,8 @@ int main(int argc, char** argv) {
       ms = C::time_runs(o, [&] {
         for (auto* t : {&x, &delta, &phase_bias, &beta})
           if (t->grad().defined()) t->mutable_grad().zero_();
-        auto r = o.position == "complexformer" ? rotate_cmha(x, delta, &phase_bias, beta, 0, 10000.0) : rotate_rope(x, 0, 10000.0);
+        auto r = phasor::parse_position(o.position) == Position::ComplexFormer ? rotate_cmha(x, delta, &phase_bias, beta, 0, 10000.0)
+                                                                               : rotate_rope(x, 0, 10000.0);
         (r * g).sum().backward();
       });
     } else {

@@ -1,15 +1,74 @@
 #pragma once
 // The model configuration of docs/spec.md ("Configuration"), with its JSON form
 // (the `config` string inside a checkpoint's __metadata__).
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
 namespace phasor {
 
+// The position variants of the spec.
+enum class Position : uint8_t { ComplexFormer, Rope, XPos, Alibi, Sinusoidal, Learned, None };
+
+// What a variant adds to the token embeddings before the first layer.
+enum class PositionEmbedding : uint8_t { None, Sinusoidal, Learned };
+
+// What a position variant is called and what it does to the model.
+struct PositionVariant {
+  Position position;
+  std::string_view name;        // in the config JSON, a checkpoint's metadata, the CLI and the logs
+  bool rotary;                  // q and k turned pair-wise as complex numbers (needs an even head width)
+  PositionEmbedding embedding;  // added to the token embeddings
+  bool alibi_bias;              // a per-head penalty on the scores, linear in the distance
+};
+
+// The one list of the variants, in the order of Position.
+inline constexpr std::array<PositionVariant, 7> kPositionVariants = {{
+    // position               name             rotary  embedding                      alibi_bias
+    {Position::ComplexFormer, "complexformer", true,   PositionEmbedding::None,       false},
+    {Position::Rope,          "rope",          true,   PositionEmbedding::None,       false},
+    {Position::XPos,          "xpos",          true,   PositionEmbedding::None,       false},
+    {Position::Alibi,         "alibi",         false,  PositionEmbedding::None,       true},
+    {Position::Sinusoidal,    "sinusoidal",    false,  PositionEmbedding::Sinusoidal, false},
+    {Position::Learned,       "learned",       false,  PositionEmbedding::Learned,    false},
+    {Position::None,          "none",          false,  PositionEmbedding::None,       false},
+}};
+
+constexpr const PositionVariant& position_variant(Position p) { return kPositionVariants[static_cast<size_t>(p)]; }
+constexpr std::string_view position_name(Position p) { return position_variant(p).name; }
+
+// Every variant, in the table's order: complexformer, rope, xpos, alibi, sinusoidal, learned, none.
+constexpr std::array<Position, kPositionVariants.size()> all_positions() {
+  std::array<Position, kPositionVariants.size()> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = kPositionVariants[i].position;
+  return out;
+}
+
+// The names joined by `separator` ("complexformer|rope|...|none" for a flag's help).
+std::string position_names(std::string_view separator);
+// Throws phasor::Error "config: unknown position 'x' (expected complexformer, rope, ... or none)".
+Position parse_position(std::string_view name);
+std::ostream& operator<<(std::ostream& os, Position p);  // its name
+
+// How complexformer's delta starts: 1 (rope: plain RoPE at init) or N(0, 1/P) (paper).
+enum class CmhaInit : uint8_t { Rope, Paper };
+
+inline constexpr std::array<std::string_view, 2> kCmhaInitNames = {"rope", "paper"};  // in the order of CmhaInit
+
+constexpr std::string_view cmha_init_name(CmhaInit i) { return kCmhaInitNames[static_cast<size_t>(i)]; }
+std::string cmha_init_names(std::string_view separator);
+// Throws phasor::Error "config: cmha_init must be 'rope' or 'paper', got 'x'".
+CmhaInit parse_cmha_init(std::string_view name);
+std::ostream& operator<<(std::ostream& os, CmhaInit i);  // its name
+
+// Its fields, their JSON keys, flags and bounds: kModelConfigFields (models/options.h).
 struct ModelConfig {
-  std::string position = "complexformer";  // complexformer|rope|xpos|alibi|sinusoidal|learned|none
+  Position position = Position::ComplexFormer;
   int64_t vocab_size = 256;
   int64_t d_model = 128;
   int64_t n_layers = 4;
@@ -20,15 +79,22 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
   double xpos_scale_base = 512.0;
-  std::string cmha_init = "rope";  // rope|paper
+  CmhaInit cmha_init = CmhaInit::Rope;
 
   int64_t head_dim() const { return d_model / n_heads; }
   int64_t pairs() const { return head_dim() / 2; }
-  bool is_rotary() const { return position == "complexformer" || position == "rope" || position == "xpos"; }
+  const PositionVariant& variant() const { return position_variant(position); }
+  bool is_rotary() const { return variant().rotary; }
 
-  // Throws phasor::Error naming the field at fault (d_model % n_heads, odd head width, unknown position...).
+  // Throws phasor::Error naming the field at fault (d_model % n_heads, odd head width, a size out of bounds...).
   void validate() const;
 };
+
+// The one rule on sequence lengths: a `learned` model has a table of
+// max_seq_len positions and cannot run past it (the other variants extrapolate).
+// Throws phasor::Error "<what> <positions> exceeds max_seq_len M of this
+// 'learned' position model", e.g. what = "eval: --seq-len".
+void check_positions_fit(const ModelConfig& c, int64_t positions, std::string_view what);
 
 nlohmann::json to_json(const ModelConfig& c);
 // Unknown keys and wrong types are errors; missing keys keep their defaults.

@@ -42,14 +42,15 @@ Attention::Attention(const ModelConfig& config, Generator* gen) : config_(config
   wk = register_module("wk", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
   wv = register_module("wv", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
   wo = register_module("wo", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
-  if (config.position == "complexformer") {
+  if (config.position == Position::ComplexFormer) {
     const int64_t h = config.n_heads, p = config.pairs();
-    delta = register_parameter("delta", config.cmha_init == "paper" ? normal({h, p}, 0.0, 1.0 / std::sqrt(static_cast<double>(p)), DType::Float32, gen)
-                                                                     : ones({h, p}));
+    delta = register_parameter("delta", config.cmha_init == CmhaInit::Paper
+                                            ? normal({h, p}, 0.0, 1.0 / std::sqrt(static_cast<double>(p)), DType::Float32, gen)
+                                            : ones({h, p}));
     phase_bias = register_parameter("phase_bias", zeros({h, p}));
     beta = register_parameter("beta", ones({h}));
   }
-  if (config.position == "alibi") {
+  if (config.variant().alibi_bias) {
     const std::vector<double> s = alibi_slopes(config.n_heads);
     slopes_ = from_vector(std::vector<float>(s.begin(), s.end()));
   }
@@ -83,7 +84,7 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset)
   const Tensor qc = view_as_complex(reshape(q, {b, n, h, d / 2, 2}));
   const Tensor kc = view_as_complex(reshape(k, {b, n, h, d / 2, 2}));
   Tensor qr, kr;
-  if (config_.position == "complexformer") {
+  if (config_.position == Position::ComplexFormer) {
     if (rotation == RotationImpl::Fused) {
       qr = cmha_rotate(qc, delta, phase_bias, beta, offset, config_.rope_base);
       kr = cmha_rotate(kc, delta, Tensor(), beta, offset, config_.rope_base);
@@ -93,7 +94,7 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset)
       kr = rotate_composed(kc, Tensor(), offset, p ? &p->k_r : nullptr, p ? &p->k_phi : nullptr);
     }
   } else {
-    const bool xpos = config_.position == "xpos";
+    const bool xpos = config_.position == Position::XPos;
     const double scale_base = xpos ? config_.xpos_scale_base : 0.0;
     qr = rotate(qc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, +1, DType::Complex64), x.device()));
     kr = rotate(kc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, -1, DType::Complex64), x.device()));
@@ -155,7 +156,7 @@ CausalLM::CausalLM(const ModelConfig& config, uint64_t seed) : config_(config) {
   config.validate();
   Generator gen(seed);
   tok_emb_ = register_module("tok_emb", std::make_shared<nn::Embedding>(config.vocab_size, config.d_model, &gen));
-  if (config.position == "learned")
+  if (config.variant().embedding == PositionEmbedding::Learned)
     pos_emb_ = register_module("pos_emb", std::make_shared<nn::Embedding>(config.max_seq_len, config.d_model, &gen));
   for (int64_t l = 0; l < config.n_layers; ++l)
     layers.push_back(register_module("layers." + std::to_string(l), std::make_shared<Block>(config, &gen)));
@@ -176,8 +177,7 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   PHASOR_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 2, "model: tokens must be int64 [batch, seq], got ", tokens.dtype(),
                " ", tokens.shape());
   const int64_t n = tokens.size(1), offset = cache ? cache->length : 0;
-  PHASOR_CHECK(config_.position != "learned" || offset + n <= config_.max_seq_len, "model: position 'learned' supports at most max_seq_len = ",
-               config_.max_seq_len, " positions, got ", offset + n);
+  check_positions_fit(config_, offset + n, "model: offset + length");
   const Tensor host_ids = ops::contiguous(to_cpu(tokens));  // checked on the host, then on the model's device
   const int64_t* p = host_ids.data<int64_t>();
   for (int64_t i = 0; i < host_ids.numel(); ++i)
@@ -185,8 +185,9 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   const Tensor ids = ops::to_device(host_ids, device());
 
   Tensor x = tok_emb_->forward(ids);
-  if (config_.position == "learned") x = x + narrow(pos_emb_->weight, 0, offset, n);
-  if (config_.position == "sinusoidal") x = x + ops::to_device(sinusoidal_positions(n, config_.d_model, offset), x.device());
+  const PositionEmbedding embedding = config_.variant().embedding;
+  if (embedding == PositionEmbedding::Learned) x = x + narrow(pos_emb_->weight, 0, offset, n);
+  if (embedding == PositionEmbedding::Sinusoidal) x = x + ops::to_device(sinusoidal_positions(n, config_.d_model, offset), x.device());
   for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr);
   if (cache) cache->length += n;
   const Tensor& head = config_.tie_embeddings ? tok_emb_->weight : lm_head_->weight;
@@ -199,8 +200,7 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {
 }
 
 KVCache CausalLM::make_cache(int64_t batch, int64_t capacity) const {
-  PHASOR_CHECK(config_.position != "learned" || capacity <= config_.max_seq_len, "generate: position 'learned' supports at most ",
-               config_.max_seq_len, " positions, asked for ", capacity);
+  check_positions_fit(config_, capacity, "generate: prompt + tokens");
   KVCache cache;
   cache.capacity = capacity;
   for (size_t l = 0; l < layers.size(); ++l)

@@ -261,20 +261,20 @@ inline bool contains(const std::string& haystack, const std::string& needle) { r
 
 // A model configuration of the given position variant; the sizes (and any
 // other field) come from `fields`, written with designated initializers:
-//   model_config("rope", {.d_model = 16, .n_layers = 1, .n_heads = 2, .d_ff = 32, .max_seq_len = 32})
-inline ModelConfig model_config(const std::string& position, ModelConfig fields) {
+//   model_config(Position::Rope, {.d_model = 16, .n_layers = 1, .n_heads = 2, .d_ff = 32, .max_seq_len = 32})
+inline ModelConfig model_config(Position position, ModelConfig fields) {
   fields.position = position;
   return fields;
 }
 
 // The tiny model of the command-line suites (bad input, faults).
-inline ModelConfig tiny_cli_config(const std::string& position = "rope") {
+inline ModelConfig tiny_cli_config(Position position = Position::Rope) {
   return model_config(position, {.d_model = 16, .n_layers = 1, .n_heads = 2, .d_ff = 32, .max_seq_len = 32});
 }
 
 // The model of the LibTorch parity suites (torch_grad, torch_model_parity):
 // d = 8, P = 4, and a visible xPos scale at their short lengths.
-inline ModelConfig parity_config(const std::string& position, const std::string& cmha_init, bool tie) {
+inline ModelConfig parity_config(Position position, CmhaInit cmha_init, bool tie) {
   return model_config(position, {.d_model = 32, .n_layers = 2, .n_heads = 4, .d_ff = 64, .max_seq_len = 24, .tie_embeddings = tie,
                                  .xpos_scale_base = 64.0, .cmha_init = cmha_init});
 }

@@ -26,12 +26,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ModelConfig tiny_config(const std::string& position) {
-  return model_config(position, {.d_model = 16, .n_layers = 2, .n_heads = 2, .d_ff = 32, .max_seq_len = 32, .cmha_init = "paper"});
+ModelConfig tiny_config(Position position) {
+  return model_config(position, {.d_model = 16, .n_layers = 2, .n_heads = 2, .d_ff = 32, .max_seq_len = 32, .cmha_init = CmhaInit::Paper});
 }
 
 // Larger weights than the initialisation's, so the maps are far from uniform.
-std::unique_ptr<CausalLM> tiny_model(const std::string& position) {
+std::unique_ptr<CausalLM> tiny_model(Position position) {
   auto model = std::make_unique<CausalLM>(tiny_config(position), 3);
   Generator gen(4);
   NoGradGuard no_grad;
@@ -58,7 +58,7 @@ std::vector<double> layer0_reference(const CausalLM& model, const std::vector<in
   const Tensor x = embedding(parameter(model, "tok_emb.weight"), from_vector(tokens, {1, n}));
   const Tensor s = model.layers[0]->attn->scores(model.layers[0]->attn_norm->forward(x), 0);  // [1, H, N, N]
   const std::vector<double> scores = ops::contiguous(ops::select(ops::select(s, 0, 0), 0, head)).to_vector<double>();
-  const double slope = c.position == "alibi" ? alibi_slopes(c.n_heads)[static_cast<size_t>(head)] : 0.0;
+  const double slope = c.position == Position::Alibi ? alibi_slopes(c.n_heads)[static_cast<size_t>(head)] : 0.0;
   std::vector<double> out(static_cast<size_t>(n * n), 0.0);
   for (int64_t m = 0; m < n; ++m) {
     double total = 0;
@@ -74,7 +74,7 @@ std::vector<double> layer0_reference(const CausalLM& model, const std::vector<in
 TEST_CASE("attention_map gives the causal softmax of the head's exact scores, rows summing to 1") {
   const std::vector<int64_t> tokens = ByteTokenizer().encode("In the beginning God created");
   const auto n = static_cast<int64_t>(tokens.size());
-  for (const char* position : {"complexformer", "alibi", "rope"}) {
+  for (Position position : {Position::ComplexFormer, Position::Alibi, Position::Rope}) {
     CAPTURE(position);
     const auto model = tiny_model(position);
     for (int64_t head = 0; head < 2; ++head) {
@@ -108,7 +108,7 @@ TEST_CASE("attention_map_svg draws one cell per non-zero probability, with the c
   const std::string text = "Let <there> be & light";
   const std::vector<int64_t> tokens = ByteTokenizer().encode(text);
   const auto n = static_cast<int64_t>(tokens.size());
-  const auto model = tiny_model("complexformer");
+  const auto model = tiny_model(Position::ComplexFormer);
   const std::string svg = attention_map_svg(attention_map(*model, tokens, 1, 1), tokens, "layer 1, head 1");
   CHECK(svg.starts_with("<svg"));
   CHECK(count_of(svg, "<rect class=\"cell\"") == static_cast<size_t>(n * (n + 1) / 2));
@@ -129,7 +129,7 @@ TEST_CASE("attention_map_svg draws one cell per non-zero probability, with the c
 TEST_CASE("phasor attention writes the map, and refuses a bad layer, head or text") {
   const fs::path dir = fresh_folder(scratch_root("attention_map", /*remove_at_exit=*/true) / "cli");
   const fs::path ckpt = dir / "model.safetensors", out = dir / "map.svg";
-  save_model(ckpt.string(), *tiny_model("complexformer"));
+  save_model(ckpt.string(), *tiny_model(Position::ComplexFormer));
   const auto run = [&](const std::string& args) {
     const Cli r = run_shell(phasor_command() + " attention --checkpoint " + quote(ckpt) + " --out " + quote(out) + " " + args, dir);
     return std::pair{r.status, r.err};

@@ -371,8 +371,8 @@ TEST_CASE("C4 config file: unknown key") {
 }
 
 TEST_CASE("C5 config file: a value of the wrong type") {
-  check_config_refused("{\"lr\": \"fast\"}", "'lr' has the wrong type");
-  check_config_refused("{\"seed\": -1}", "'seed' has the wrong type");
+  check_config_refused("{\"lr\": \"fast\"}", "'lr' must be a number");
+  check_config_refused("{\"seed\": -1}", "'seed' must be a non-negative integer");
   check_config_refused("{\"model\": {\"d_model\": 1.5}}", "'d_model' must be an integer");
   check_config_refused("{\"model\": {\"tie_embeddings\": 1}}", "'tie_embeddings' must be true or false");
 }
@@ -455,12 +455,12 @@ TEST_CASE("F3 flags: zero, negative or NaN where the command needs otherwise") {
   check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --tokens -1"), "--tokens");
   check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --top-k -1"), "--top-k");
   check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --temperature nan"), "temperature");
-  check_train_refused("--steps -1", "steps non-negative");
+  check_train_refused("--steps -1", "steps must be non-negative");
   check_train_refused("--steps 2 --batch 0", "batch must be positive");
   check_train_refused("--steps 2 --lr 0", "lr > 0");
   check_train_refused("--steps 2 --lr nan", "lr > 0");
   check_train_refused("--steps 2 --val-fraction 1", "val_fraction must be in (0, 1)");
-  check_train_refused("--steps 2 --beta1 1", "beta1 and beta2");
+  check_train_refused("--steps 2 --beta1 1", "beta1 must be in [0, 1)");
   check_train_refused("--steps 2 --grad-clip -1", "grad_clip");
   check_train_refused("--steps 2 --max-bad-steps 0", "max_bad_steps must be positive");
   check_train_refused("--steps 2 --threads -1", "threads must be non-negative");
@@ -486,12 +486,12 @@ TEST_CASE("F5 flags: a value holding a newline or control bytes stays on one lin
 // ============================================================== P: prompts
 
 TEST_CASE("P1 prompt: longer than a 'learned' model's context, alone or with --tokens") {
-  ModelConfig c = tiny_cli_config("learned");
+  ModelConfig c = tiny_cli_config(Position::Learned);
   c.max_seq_len = 16;
   const fs::path m = model_file("learned16", c);
   check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt " + quote(std::string(40, 'a')) + " --tokens 1"),
-                "supports at most 16 positions");
-  check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 13"), "supports at most 16 positions");
+                "exceeds max_seq_len 16");
+  check_refused(phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 13"), "exceeds max_seq_len 16");
   const Cli ok = phasor_cli("generate --checkpoint " + quote(m) + " --prompt abcd --tokens 12");
   CHECK_MESSAGE(ok.status == 0, ok.err);
   CHECK(ok.out.size() == 4 + 12 + 1);
@@ -515,7 +515,7 @@ TEST_CASE("P3 prompt: longer than max_seq_len on a model without a hard limit is
 // ============================================================== E: evaluation
 
 TEST_CASE("E1 eval: --seq-len beyond a 'learned' model's max_seq_len") {
-  ModelConfig c = tiny_cli_config("learned");
+  ModelConfig c = tiny_cli_config(Position::Learned);
   c.max_seq_len = 16;
   check_refused(phasor_cli("eval --checkpoint " + quote(model_file("learned16", c)) + " --data " + quote(data_file()) + " --seq-len 17"),
                 "exceeds max_seq_len 16");
@@ -586,7 +586,7 @@ TEST_CASE("R4 resume: a truncated or corrupt checkpoint file") {
     Json j = Json::parse(read_bytes(s));
     j["options"]["lr"] = "fast";
     write_bytes(s, j.dump());
-  }, "'lr' has the wrong type");
+  }, "'lr' must be a number");
 }
 
 TEST_CASE("R5 resume: --steps not beyond the steps already done") {

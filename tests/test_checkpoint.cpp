@@ -51,7 +51,7 @@ bool identical(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
-ModelConfig small_config(const std::string& position, bool tie = true) {
+ModelConfig small_config(Position position, bool tie = true) {
   return model_config(position,
                       {.vocab_size = 40, .d_model = 16, .n_layers = 2, .n_heads = 4, .d_ff = 24, .max_seq_len = 12, .tie_embeddings = tie});
 }
@@ -66,12 +66,12 @@ std::map<std::string, std::vector<int64_t>> spec_tensors(const ModelConfig& c) {
   const int64_t V = c.vocab_size, D = c.d_model, F = c.d_ff, H = c.n_heads, P = c.d_model / c.n_heads / 2;
   std::map<std::string, std::vector<int64_t>> t;
   t["tok_emb.weight"] = {V, D};
-  if (c.position == "learned") t["pos_emb.weight"] = {c.max_seq_len, D};
+  if (c.position == Position::Learned) t["pos_emb.weight"] = {c.max_seq_len, D};
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     t[p + "attn_norm.weight"] = {D};
     for (const char* w : {"wq", "wk", "wv", "wo"}) t[p + "attn." + w + ".weight"] = {D, D};
-    if (c.position == "complexformer") {
+    if (c.position == Position::ComplexFormer) {
       t[p + "attn.delta"] = {H, P};
       t[p + "attn.phase_bias"] = {H, P};
       t[p + "attn.beta"] = {H};
@@ -108,16 +108,16 @@ std::string sample_text() {
 
 TEST_CASE("save_model / load_model round trip gives identical parameters and logits, for every variant") {
   const fs::path dir = fresh_temp_dir("roundtrip");
-  for (const char* pos : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"})
+  for (Position pos : all_positions())
     for (bool tie : {true, false}) {
       CAPTURE(pos);
       CAPTURE(tie);
       ModelConfig c = small_config(pos, tie);
-      c.cmha_init = "paper";  // non-trivial delta
+      c.cmha_init = CmhaInit::Paper;  // non-trivial delta
       c.rope_base = 500.0;
       c.norm_eps = 1e-6;
       const CausalLM model(c, 17);
-      const std::string path = (dir / (std::string(pos) + (tie ? "_tied" : "_untied") + ".safetensors")).string();
+      const std::string path = (dir / (std::string(position_name(pos)) + (tie ? "_tied" : "_untied") + ".safetensors")).string();
       save_model(path, model);
       const auto loaded = load_model(path);
       CHECK(to_json(loaded->config()) == to_json(c));
@@ -138,7 +138,7 @@ TEST_CASE("the model file's header is exactly the spec's layout (read without Ph
     const bool tie = variant.second;
     CAPTURE(pos);
     CAPTURE(tie);
-    const ModelConfig c = small_config(pos, tie);
+    const ModelConfig c = small_config(parse_position(pos), tie);  // the names as the spec writes them
     const CausalLM model(c, 3);
     const fs::path path = dir / (pos + ".safetensors");
     save_model(path.string(), model);
@@ -215,6 +215,73 @@ TEST_CASE("the model file's header is exactly the spec's layout (read without Ph
   fs::remove_all(dir);
 }
 
+// The JSON forms are written from option tables: these are the bytes earlier
+// versions wrote (a checkpoint's config string, a run's config.json), so that
+// old and new files compare equal.
+TEST_CASE("the config JSON of a checkpoint and of a run is byte for byte what earlier versions wrote") {
+  ModelConfig c = small_config(Position::XPos, false);
+  c.cmha_init = CmhaInit::Paper;
+  const std::string model_json =
+      R"({"cmha_init":"paper","d_ff":24,"d_model":16,"max_seq_len":12,"n_heads":4,"n_layers":2,"norm_eps":1e-05,)"
+      R"("position":"xpos","rope_base":10000.0,"tie_embeddings":false,"vocab_size":40,"xpos_scale_base":512.0})";
+  CHECK(model_metadata(c).at("config") == model_json);
+  CHECK(to_json(model_config_from_json(Json::parse(model_json))).dump() == model_json);
+  for (const char* name : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"}) {
+    CAPTURE(name);
+    c.position = parse_position(name);
+    CHECK(to_json(c).at("position") == name);
+  }
+
+  // `phasor train --steps 0 --run-dir golden --position alibi --cmha-init paper --seed 2^64-1 --log-heads`
+  TrainOptions o;
+  o.model.position = Position::Alibi;
+  o.model.cmha_init = CmhaInit::Paper;
+  o.run_dir = "golden";
+  o.steps = 0;
+  o.seed = 18446744073709551615u;
+  o.log_heads = true;
+  const std::string run_json = R"({
+  "batch": 16,
+  "beta1": 0.9,
+  "beta2": 0.95,
+  "ckpt_every": 0,
+  "data": "kjv",
+  "device": "cpu",
+  "eval_every": 100,
+  "eval_windows": 32,
+  "grad_clip": 1.0,
+  "log_every": 10,
+  "log_heads": true,
+  "lr": 0.003,
+  "max_bad_steps": 5,
+  "min_lr": 0.0003,
+  "model": {
+    "cmha_init": "paper",
+    "d_ff": 352,
+    "d_model": 128,
+    "max_seq_len": 256,
+    "n_heads": 4,
+    "n_layers": 4,
+    "norm_eps": 1e-05,
+    "position": "alibi",
+    "rope_base": 10000.0,
+    "tie_embeddings": true,
+    "vocab_size": 256,
+    "xpos_scale_base": 512.0
+  },
+  "run_dir": "golden",
+  "seed": 18446744073709551615,
+  "seq_len": 128,
+  "steps": 0,
+  "threads": 0,
+  "val_fraction": 0.05,
+  "warmup": 30,
+  "weight_decay": 0.1
+}
+)";
+  CHECK(to_json(o).dump(2) + "\n" == run_json);
+}
+
 TEST_CASE("a model file written by hand from raw bytes (whoever wrote it) loads with the right values") {
   const fs::path dir = fresh_temp_dir("byhand");
   // position complexformer, V 6, D 4, one layer, H 2 (P 1), F 6, tied.
@@ -267,7 +334,7 @@ TEST_CASE("a model file written by hand from raw bytes (whoever wrote it) loads 
 
   const auto model = load_model(path.string());
   const ModelConfig& c = model->config();
-  CHECK(c.position == "complexformer");
+  CHECK(c.position == Position::ComplexFormer);
   CHECK(c.vocab_size == 6);
   CHECK(c.d_model == 4);
   CHECK(c.n_layers == 1);
@@ -295,7 +362,7 @@ TEST_CASE("a model file written by hand from raw bytes (whoever wrote it) loads 
 
 TEST_CASE("broken or foreign model files are refused with clear messages") {
   const fs::path dir = fresh_temp_dir("refuse");
-  const ModelConfig c = small_config("complexformer");
+  const ModelConfig c = small_config(Position::ComplexFormer);
   const CausalLM model(c, 5);
   const fs::path good = dir / "good.safetensors";
   save_model(good.string(), model);
@@ -405,7 +472,7 @@ TEST_CASE("broken or foreign model files are refused with clear messages") {
 
 namespace {
 nn::TrainingCheckpoint make_checkpoint(uint64_t seed, int64_t step) {
-  const ModelConfig c = small_config("complexformer");
+  const ModelConfig c = small_config(Position::ComplexFormer);
   CausalLM model(c, seed);
   nn::AdamW opt({{model.decayed_parameters(), 0.1, 1.0}, {model.undecayed_parameters(), 0.0, 1.0}}, {1e-3, 0.9, 0.95, 1e-8});
   model.loss(sample_tokens(), sample_tokens()).backward();
@@ -446,7 +513,7 @@ TEST_CASE("training checkpoint folder round trip") {
   check_same_checkpoint(ck, back);
   CHECK(back.state.at("sampler_offset").get<uint64_t>() == 12345678901234ULL);
   // The model file of a checkpoint is itself a loadable model.
-  CHECK(load_model((dir / "model.safetensors").string())->parameter_count() == CausalLM(small_config("complexformer")).parameter_count());
+  CHECK(load_model((dir / "model.safetensors").string())->parameter_count() == CausalLM(small_config(Position::ComplexFormer)).parameter_count());
 
   CHECK(contains(error_of([&] { nn::load_training_checkpoint((dir.parent_path() / "absent").string()); }), "absent"));
   write_bytes(dir / "state.json", "{\"step\": ");
@@ -485,7 +552,7 @@ TEST_CASE("a run whose checkpoint save fails keeps its previous checkpoint as th
   const fs::path root = fresh_temp_dir("run_fault");
   write_bytes(root / "data.txt", sample_text());
   TrainOptions o;
-  o.model = small_config("complexformer");
+  o.model = small_config(Position::ComplexFormer);
   o.model.vocab_size = 256;
   o.model.n_layers = 1;
   o.data = (root / "data.txt").string();

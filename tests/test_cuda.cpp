@@ -654,9 +654,10 @@ TEST_CASE("cuda: forward and backward through autograd agree with the CPU, real 
 // ---------------------------------------------------------------- the model
 
 TEST_CASE("cuda: a training step of the model matches the CPU, for every position variant") {
-  for (const char* position : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"}) {
+  for (Position p : all_positions()) {
+    const std::string position(position_name(p));
     ModelConfig cfg;
-    cfg.position = position;
+    cfg.position = p;
     cfg.d_model = 32;
     cfg.n_layers = 2;
     cfg.n_heads = 4;

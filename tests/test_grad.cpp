@@ -50,13 +50,13 @@ std::string sample_text() {
 
 std::vector<int64_t> sample_tokens() { return ByteTokenizer().encode(sample_text()); }
 
-ModelConfig tiny_config(const std::string& position) {
+ModelConfig tiny_config(Position position) {
   // d = 8, P = 4
-  return model_config(position, {.d_model = 16, .n_layers = 2, .n_heads = 2, .d_ff = 32, .max_seq_len = 24, .cmha_init = "paper"});
+  return model_config(position, {.d_model = 16, .n_layers = 2, .n_heads = 2, .d_ff = 32, .max_seq_len = 24, .cmha_init = CmhaInit::Paper});
 }
 
 // Every CMHA parameter and norm gain moved off its initial value, so each term of the maths counts.
-std::unique_ptr<CausalLM> tiny_model(const std::string& position, uint64_t seed = 5) {
+std::unique_ptr<CausalLM> tiny_model(Position position, uint64_t seed = 5) {
   auto model = std::make_unique<CausalLM>(tiny_config(position), seed);
   Generator gen(seed + 100);
   NoGradGuard no_grad;
@@ -145,8 +145,8 @@ const fs::path& data_file() {
   return p;
 }
 
-fs::path checkpoint(const std::string& position) {
-  const fs::path p = scratch() / (position + ".safetensors");
+fs::path checkpoint(Position position) {
+  const fs::path p = scratch() / (std::string(position_name(position)) + ".safetensors");
   if (!fs::exists(p)) save_model(p.string(), *tiny_model(position));
   return p;
 }
@@ -156,7 +156,7 @@ fs::path checkpoint(const std::string& position) {
 TEST_CASE("window gradients match central differences of the window's evaluation loss (float64)") {
   const std::vector<int64_t> tokens = sample_tokens();
   constexpr int64_t kSeqLen = 16, kWindow = 2;
-  for (const char* position : {"complexformer", "rope", "alibi", "learned"}) {
+  for (Position position : {Position::ComplexFormer, Position::Rope, Position::Alibi, Position::Learned}) {
     CAPTURE(position);
     const auto model = tiny_model(position);
     to_float64(*model);
@@ -169,7 +169,7 @@ TEST_CASE("window gradients match central differences of the window's evaluation
     const auto result = worst(probes, 1e-8, 1e-6);
     INFO("worst: ", result.second);
     CHECK(result.first <= 1.0);
-    MESSAGE(std::string(position), ": ", probes.size(), " elements against finite differences, worst at ", result.first, "x the tolerance (",
+    MESSAGE(position, ": ", probes.size(), " elements against finite differences, worst at ", result.first, "x the tolerance (",
             result.second, ")");
     // Most sampled elements have a gradient well above the tolerance: the comparison has something to compare.
     const auto sizeable = std::count_if(probes.begin(), probes.end(), [](const Probe& p) { return std::abs(p.numeric) > 1e-4; });
@@ -185,7 +185,7 @@ TEST_CASE("window gradients match central differences of the window's evaluation
 TEST_CASE("dL/dr and dL/dphi equal the composed rotation's autograd gradients and give the chain rule to q and k") {
   const std::vector<int64_t> tokens = sample_tokens();
   constexpr int64_t kSeqLen = 16, kWindow = 1;
-  const auto model = tiny_model("complexformer");
+  const auto model = tiny_model(Position::ComplexFormer);
   to_float64(*model);
   const WindowGradients g = window_gradients(*model, tokens, kSeqLen, kWindow, true);
   const ModelConfig& c = model->config();
@@ -262,7 +262,7 @@ TEST_CASE("dL/dr and dL/dphi equal the composed rotation's autograd gradients an
 }
 
 TEST_CASE("phasor grad writes the window's gradients under the checkpoint's names, matching finite differences") {
-  const fs::path ckpt = checkpoint("complexformer"), out = scratch() / "g.safetensors";
+  const fs::path ckpt = checkpoint(Position::ComplexFormer), out = scratch() / "g.safetensors";
   const Cli r = phasor_cli("grad --checkpoint " + quote(ckpt) + " --data " + quote(data_file()) +
                            " --seq-len 16 --window 3 --activations --json --out " + quote(out));
   INFO("stderr: ", r.err);
@@ -320,7 +320,7 @@ TEST_CASE("phasor grad writes the window's gradients under the checkpoint's name
 
 TEST_CASE("train --log-heads logs the per-head gradient norms of the logged step's batch") {
   TrainOptions o;
-  o.model = tiny_config("complexformer");
+  o.model = tiny_config(Position::ComplexFormer);
   o.data = data_file().string();
   o.run_dir = (scratch() / "heads_run").string();
   o.seq_len = 16;
@@ -394,17 +394,17 @@ TEST_CASE("phasor grad refuses bad input with one line and writes nothing") {
     CHECK(r.out.empty());
     CHECK(!fs::exists(out));
   };
-  const std::string cf = "--checkpoint " + quote(checkpoint("complexformer"));
+  const std::string cf = "--checkpoint " + quote(checkpoint(Position::ComplexFormer));
   const int64_t windows = (static_cast<int64_t>(sample_tokens().size()) - 1) / 16;
   refused(cf + " --seq-len 16 --window " + std::to_string(windows), "grad: --window " + std::to_string(windows) + " is past the end");
   refused(cf + " --seq-len 16 --window -1", "--window");
   refused(cf + " --seq-len 0", "--seq-len");
   refused(cf + " --seq-len 100000", "hold no window");
-  refused("--checkpoint " + quote(checkpoint("rope")) + " --seq-len 16 --activations", "--activations needs a complexformer model");
-  refused("--checkpoint " + quote(checkpoint("learned")) + " --seq-len 25", "exceeds max_seq_len 24");
+  refused("--checkpoint " + quote(checkpoint(Position::Rope)) + " --seq-len 16 --activations", "--activations needs a complexformer model");
+  refused("--checkpoint " + quote(checkpoint(Position::Learned)) + " --seq-len 25", "exceeds max_seq_len 24");
   refused("--checkpoint " + quote(scratch() / "missing.safetensors") + " --seq-len 16", "missing.safetensors");
   // And in the library, under the same rules.
-  const auto model = tiny_model("rope");
+  const auto model = tiny_model(Position::Rope);
   CHECK_THROWS_WITH_AS(window_gradients(*model, sample_tokens(), 16, 0, true), doctest::Contains("--activations"), Error);
   CHECK_THROWS_WITH_AS(window_gradients(*model, {1, 2, 3}, 16, 0, false), doctest::Contains("hold no window"), Error);
 }

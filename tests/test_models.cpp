@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "models/transformer.h"
 #include "nn/optim.h"
@@ -12,9 +13,8 @@ using namespace phasor;
 using namespace phasor::test;
 
 namespace {
-const char* const kVariants[] = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
 
-ModelConfig small_config(const std::string& position) {
+ModelConfig small_config(Position position) {
   return model_config(position, {.d_model = 32, .n_layers = 2, .n_heads = 4, .d_ff = 64, .max_seq_len = 64});
 }
 
@@ -75,8 +75,8 @@ TEST_CASE("attention softmax masks future keys and applies ALiBi slopes") {
 }
 
 TEST_CASE("fused and composed ComplexFormer rotations agree on values and every gradient") {
-  ModelConfig c = small_config("complexformer");
-  c.cmha_init = "paper";  // non-trivial delta, so the semantic angle term matters
+  ModelConfig c = small_config(Position::ComplexFormer);
+  c.cmha_init = CmhaInit::Paper;  // non-trivial delta, so the semantic angle term matters
   CausalLM fused(c, 11), composed(c, 11);
   composed.set_rotation(RotationImpl::Composed);
   // Give phase_bias and beta non-default values too.
@@ -102,7 +102,7 @@ TEST_CASE("fused and composed ComplexFormer rotations agree on values and every 
 }
 
 TEST_CASE("an untrained complexformer with cmha_init=rope equals rope on the same weights") {
-  CausalLM cf(small_config("complexformer"), 21), rope(small_config("rope"), 22);
+  CausalLM cf(small_config(Position::ComplexFormer), 21), rope(small_config(Position::Rope), 22);
   nn::StateDict state = cf.state_dict();
   for (auto it = state.begin(); it != state.end();) {  // drop the CMHA parameters rope does not have
     const bool cmha = it->first.ends_with(".delta") || it->first.ends_with(".phase_bias") || it->first.ends_with(".beta");
@@ -115,9 +115,10 @@ TEST_CASE("an untrained complexformer with cmha_init=rope equals rope on the sam
 }
 
 TEST_CASE("rotary scores depend on m - n only") {
-  for (const char* position : {"complexformer", "rope", "xpos"}) {
+  for (Position position : all_positions()) {
+    if (!position_variant(position).rotary) continue;
     ModelConfig c = small_config(position);
-    c.cmha_init = "paper";
+    c.cmha_init = CmhaInit::Paper;
     CausalLM model(c, 31);
     Generator g(2);
     const Tensor x = randn({1, 10, c.d_model}, DType::Float32, &g);
@@ -132,10 +133,10 @@ TEST_CASE("rotary scores depend on m - n only") {
 }
 
 TEST_CASE("cached generation gives the logits of a full forward pass, for every variant") {
-  for (const char* position : kVariants) {
+  for (Position position : all_positions()) {
     INFO(position);
     ModelConfig c = small_config(position);
-    c.cmha_init = "paper";
+    c.cmha_init = CmhaInit::Paper;
     CausalLM model(c, 41);
     NoGradGuard no_grad;
     const Tensor tokens = random_tokens(1, 12, 5);
@@ -162,7 +163,7 @@ TEST_CASE("ALiBi slopes follow the spec, including non-powers of two") {
 }
 
 TEST_CASE("every variant trains: loss starts near log(V) and falls on a repeated batch") {
-  for (const char* position : kVariants) {
+  for (Position position : all_positions()) {
     INFO(position);
     CausalLM model(small_config(position), 51);
     nn::AdamW opt({{model.named_parameters(), 0.0, 1.0}}, {1e-2, 0.9, 0.99, 1e-8});
@@ -181,18 +182,54 @@ TEST_CASE("every variant trains: loss starts near log(V) and falls on a repeated
   }
 }
 
+TEST_CASE("position variants: one table of names and properties") {
+  const std::vector<std::string> spec = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
+  REQUIRE(all_positions().size() == spec.size());
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const Position p = all_positions()[i];
+    CHECK(position_name(p) == spec[i]);
+    CHECK(parse_position(spec[i]) == p);
+    std::ostringstream os;
+    os << p;
+    CHECK(os.str() == spec[i]);
+  }
+  CHECK(position_names("|") == "complexformer|rope|xpos|alibi|sinusoidal|learned|none");
+  CHECK_THROWS_WITH_AS(parse_position("Rope"),
+                       "config: unknown position 'Rope' (expected complexformer, rope, xpos, alibi, sinusoidal, learned or none)", Error);
+  CHECK_THROWS_WITH_AS(parse_position(""), doctest::Contains("unknown position ''"), Error);
+  // The properties, as the spec assigns them.
+  for (Position p : all_positions()) {
+    CAPTURE(p);
+    const PositionVariant& v = position_variant(p);
+    CHECK(v.rotary == (p == Position::ComplexFormer || p == Position::Rope || p == Position::XPos));
+    CHECK(v.alibi_bias == (p == Position::Alibi));
+    CHECK(v.embedding == (p == Position::Learned ? PositionEmbedding::Learned
+                          : p == Position::Sinusoidal ? PositionEmbedding::Sinusoidal : PositionEmbedding::None));
+  }
+  CHECK(parse_cmha_init("rope") == CmhaInit::Rope);
+  CHECK(parse_cmha_init("paper") == CmhaInit::Paper);
+  CHECK(cmha_init_names("|") == "rope|paper");
+  CHECK_THROWS_WITH_AS(parse_cmha_init("random"), "config: cmha_init must be 'rope' or 'paper', got 'random'", Error);
+}
+
 TEST_CASE("bad model configurations and inputs are refused with clear errors") {
-  ModelConfig c = small_config("rope");
+  ModelConfig c = small_config(Position::Rope);
   c.n_heads = 5;
   CHECK(error_of([&] { CausalLM m(c); }).find("not divisible by n_heads") != std::string::npos);
-  c = small_config("rope");
+  c = small_config(Position::Rope);
   c.d_model = 36;
   c.n_heads = 4;  // head width 9
   CHECK(error_of([&] { CausalLM m(c); }).find("even head width") != std::string::npos);
-  c = small_config("learned");
+  c = small_config(Position::Learned);
   CausalLM learned(c);
-  CHECK(error_of([&] { (void)learned.forward(random_tokens(1, 65, 1)); }).find("at most max_seq_len") != std::string::npos);
-  CausalLM rope(small_config("rope"));
+  CHECK(error_of([&] { (void)learned.forward(random_tokens(1, 65, 1)); }).find("exceeds max_seq_len 64") != std::string::npos);
+  // The one rule on lengths, which train, eval, grad, generate and forward call with their context.
+  CHECK(error_of([&] { check_positions_fit(c, 65, "eval: --seq-len"); }) ==
+        "eval: --seq-len 65 exceeds max_seq_len 64 of this 'learned' position model");
+  CHECK(error_of([&] { check_positions_fit(c, 64, "eval: --seq-len"); }).empty());
+  for (Position p : all_positions())
+    if (p != Position::Learned) CHECK(error_of([&] { check_positions_fit(small_config(p), 1 << 20, "x"); }).empty());
+  CausalLM rope(small_config(Position::Rope));
   CHECK(error_of([&] { (void)rope.forward(from_vector<int64_t>({300}, {1, 1})); }).find("outside the vocabulary") != std::string::npos);
 }
 
@@ -218,8 +255,8 @@ TEST_CASE("fused CMHA rotation stays accurate at positions past 2048 (float32 ag
 }
 
 TEST_CASE("composed and fused ComplexFormer rotations agree near z = 0, where the spec's eps-regularised phase derivative matters") {
-  ModelConfig c = small_config("complexformer");
-  c.cmha_init = "paper";
+  ModelConfig c = small_config(Position::ComplexFormer);
+  c.cmha_init = CmhaInit::Paper;
   CausalLM fused(c, 13), composed(c, 13);
   composed.set_rotation(RotationImpl::Composed);
   // Query/key weights scaled so that |z| ~ 1e-6: |z|^2 ~ 1e-12 against eps = 1e-9, where

@@ -27,7 +27,7 @@ namespace {
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 std::vector<c128> cvalues(const Tensor& t) { return t.to_vector<c128>(); }
 
-ModelConfig tiny_config(const std::string& position = "complexformer") {
+ModelConfig tiny_config(Position position = Position::ComplexFormer) {
   return model_config(position, {.vocab_size = 16, .d_model = 8, .n_layers = 2, .n_heads = 2, .d_ff = 12, .max_seq_len = 16});
 }
 
@@ -35,9 +35,9 @@ ModelConfig tiny_config(const std::string& position = "complexformer") {
 int64_t spec_parameter_count(const ModelConfig& c) {
   const int64_t V = c.vocab_size, D = c.d_model, L = c.n_layers, F = c.d_ff, H = c.n_heads, P = c.pairs();
   int64_t per_layer = D /*attn_norm*/ + 4 * D * D /*wq wk wv wo*/ + D /*ffn_norm*/ + 3 * D * F /*w1 w2 w3*/;
-  if (c.position == "complexformer") per_layer += 2 * H * P + H;  // delta, phase_bias, beta
+  if (c.position == Position::ComplexFormer) per_layer += 2 * H * P + H;  // delta, phase_bias, beta
   int64_t n = V * D + L * per_layer + D /*norm*/;
-  if (c.position == "learned") n += c.max_seq_len * D;
+  if (c.position == Position::Learned) n += c.max_seq_len * D;
   if (!c.tie_embeddings) n += V * D;
   return n;
 }
@@ -109,7 +109,7 @@ TEST_CASE("named_parameters: nested names, registration order, buffers apart") {
 }
 
 TEST_CASE("CausalLM parameter names follow the checkpoint layout; tied embeddings are listed once") {
-  const ModelConfig c = tiny_config("complexformer");
+  const ModelConfig c = tiny_config(Position::ComplexFormer);
   const CausalLM model(c, 1);
   const std::vector<std::string> names = names_of(model.named_parameters());
   std::set<std::string> want{"tok_emb.weight", "norm.weight"};
@@ -131,7 +131,7 @@ TEST_CASE("CausalLM parameter names follow the checkpoint layout; tied embedding
   CHECK(sd.at("layers.0.ffn.w2.weight").shape() == Dims{8, 12});
   CHECK(sd.at("layers.0.ffn.w1.weight").shape() == Dims{12, 8});
 
-  ModelConfig untied = tiny_config("learned");
+  ModelConfig untied = tiny_config(Position::Learned);
   untied.tie_embeddings = false;
   const CausalLM m2(untied, 1);
   const nn::StateDict sd2 = m2.state_dict();
@@ -143,7 +143,7 @@ TEST_CASE("CausalLM parameter names follow the checkpoint layout; tied embedding
 }
 
 TEST_CASE("parameter_count matches the spec's formula for each variant") {
-  for (const char* pos : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"})
+  for (Position pos : all_positions())
     for (bool tie : {true, false}) {
       ModelConfig c = tiny_config(pos);
       c.tie_embeddings = tie;

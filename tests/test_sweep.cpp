@@ -29,8 +29,9 @@ SweepPlan tiny_plan() {
   SweepPlan p = sweep_preset("quick");
   p.name = "tiny";
   p.tasks = {"arith"};
-  p.variants = {{"complexformer-rope", "complexformer", "rope", 16, 32}, {"rope", "rope", "rope", 16, 32}};
-  p.efficiency = {{"complexformer-small", "complexformer", "rope", 8, 16}};
+  p.variants = {{"complexformer-rope", Position::ComplexFormer, CmhaInit::Rope, 16, 32},
+                {"rope", Position::Rope, CmhaInit::Rope, 16, 32}};
+  p.efficiency = {{"complexformer-small", Position::ComplexFormer, CmhaInit::Rope, 8, 16}};
   p.efficiency_task = p.long_context_task = "arith";
   p.eval_lengths = {16, 32, 64};
   p.seeds = 2;
@@ -123,7 +124,8 @@ TEST_CASE("a tiny sweep runs every cell, resumes, and reports means, deviations 
 TEST_CASE("a failing cell fails the sweep, naming it, and the others still finish") {
   const fs::path out = fresh_temp_dir("sweep_fail");
   SweepPlan plan = tiny_plan();
-  plan.variants = {{"rope", "rope", "rope", 16, 32}, {"bad", "rope", "rope", 15, 32}};  // 15 % 2 heads: invalid
+  plan.variants = {{"rope", Position::Rope, CmhaInit::Rope, 16, 32},
+                   {"bad", Position::Rope, CmhaInit::Rope, 15, 32}};  // 15 % 2 heads: invalid
   plan.efficiency.clear();
   plan.seeds = 1;
   plan.throughput_rounds = 0;

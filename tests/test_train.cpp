@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model_io.h"
+#include "app/train.h"
 #include "models/transformer.h"
 #include "nn/checkpoint.h"
 #include "phasor.h"
@@ -80,7 +81,7 @@ void check_same_tensors(const fs::path& a, const fs::path& b) {
   }
 }
 
-ModelConfig tiny_config(const std::string& position) {
+ModelConfig tiny_config(Position position) {
   return model_config(position, {.d_model = 32, .n_layers = 1, .n_heads = 2, .d_ff = 64, .max_seq_len = 64});
 }
 
@@ -143,7 +144,7 @@ TEST_CASE("resume is exact through the cosine decay when the total stays the sam
 // ============================================================== eval
 
 TEST_CASE("eval --json: keys, the spec's window count and the loss") {
-  const ModelConfig c = tiny_config("rope");
+  const ModelConfig c = tiny_config(Position::Rope);
   const fs::path model_path = saved_model("eval_rope", c);
   // T = 1024 and L = 32: floor((T - 1) / L) = 31 (not T / L = 32).
   const std::string text = sample_text(1024);
@@ -183,7 +184,7 @@ TEST_CASE("eval --json: keys, the spec's window count and the loss") {
 }
 
 TEST_CASE("eval with --seq-len beyond a 'learned' model's max_seq_len fails cleanly") {
-  ModelConfig c = tiny_config("learned");
+  ModelConfig c = tiny_config(Position::Learned);
   c.max_seq_len = 16;
   const fs::path model_path = saved_model("eval_learned", c);
   const Cli bad = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data_file()) + " --seq-len 32 --json");
@@ -191,6 +192,47 @@ TEST_CASE("eval with --seq-len beyond a 'learned' model's max_seq_len fails clea
   CHECK(bad.out.empty());
   const Cli ok = phasor_cli("eval --checkpoint " + quote(model_path) + " --data " + quote(data_file()) + " --seq-len 16 --json");
   CHECK_MESSAGE(ok.status == 0, ok.err);
+}
+
+// ============================================================== flags
+
+TEST_CASE("train --help: a flag for every field of the option tables, with the row's help") {
+  const Cli r = phasor_cli("train --help");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const auto line_of = [&](std::string_view name) {
+    std::string flag = "--" + std::string(name);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const size_t at = r.out.find("  " + flag + " ");
+    return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  for (const auto& f : kModelConfigFields) CHECK_MESSAGE(!line_of(f.name).empty(), f.name);
+  for (const auto& f : kTrainOptionFields) {
+    CAPTURE(f.name);
+    const std::string line = line_of(f.name);
+    CHECK(!line.empty());
+    CHECK(line.find(f.help) != std::string::npos);
+  }
+  CHECK(line_of("position").find("TEXT") != std::string::npos);
+  CHECK(line_of("position").find(position_names("|")) != std::string::npos);
+  CHECK(line_of("cmha_init").find("rope|paper") != std::string::npos);
+  CHECK(line_of("seed").find("UINT") != std::string::npos);
+  CHECK(line_of("tie_embeddings").find("BOOLEAN") != std::string::npos);
+  CHECK(line_of("log_heads").find("BOOLEAN") == std::string::npos);  // a switch: --log-heads alone
+}
+
+TEST_CASE("a flag overrides its key in a config file; an enum flag is read as a name") {
+  const fs::path config = scratch() / "override.json", run = scratch() / "override_run";
+  fs::remove_all(run);
+  write_bytes(config, R"({"model": {"position": "learned", "cmha_init": "paper", "d_model": 16, "n_layers": 1, "n_heads": 2,)"
+                      R"( "d_ff": 32}, "steps": 1, "seq_len": 16, "batch": 2})");
+  const Cli r = phasor_cli("train --config " + quote(config) + " --data " + quote(data_file()) + " --run-dir " + quote(run) +
+                           " --position xpos --seq-len 8");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const TrainOptions o = train_options_from_json(nlohmann::json::parse(read_bytes(run / "config.json")));
+  CHECK(o.model.position == Position::XPos);      // the flag
+  CHECK(o.model.cmha_init == CmhaInit::Paper);    // the file
+  CHECK(o.seq_len == 8);
+  CHECK(o.model.d_model == 16);
 }
 
 // ============================================================== refusals
@@ -258,7 +300,7 @@ TEST_CASE("train into a run folder that already holds a run is refused and chang
 // ============================================================== info, generate, plot
 
 TEST_CASE("info prints the config and the parameter count") {
-  ModelConfig c = tiny_config("complexformer");
+  ModelConfig c = tiny_config(Position::ComplexFormer);
   c.tie_embeddings = false;
   const fs::path p = saved_model("info_model", c);
   const Cli r = phasor_cli("info " + quote(p));
@@ -272,7 +314,7 @@ TEST_CASE("info prints the config and the parameter count") {
 }
 
 TEST_CASE("generate streams N bytes after the prompt and is reproducible with --seed") {
-  const fs::path p = saved_model("gen_model", tiny_config("complexformer"));
+  const fs::path p = saved_model("gen_model", tiny_config(Position::ComplexFormer));
   const std::string base = "generate --checkpoint " + quote(p) + " --prompt 'In the beginning' --tokens 40 --temperature 1.0";
   const Cli a = phasor_cli(base + " --seed 7"), b = phasor_cli(base + " --seed 7"), c = phasor_cli(base + " --seed 8");
   REQUIRE_MESSAGE(a.status == 0, a.err);

@@ -46,7 +46,8 @@ std::string sample_text() {
 
 // A checkpoint of the parity model (tests/helpers.h): CMHA parameters and norm gains off their initial values.
 fs::path checkpoint(const P::ModelConfig& c, uint64_t seed) {
-  const fs::path path = scratch() / (c.position + "_" + c.cmha_init + (c.tie_embeddings ? "_tied" : "_untied") + ".safetensors");
+  const fs::path path = scratch() / (std::string(P::position_name(c.position)) + "_" + std::string(P::cmha_init_name(c.cmha_init)) +
+                                     (c.tie_embeddings ? "_tied" : "_untied") + ".safetensors");
   P::save_model(path.string(), *parity_model(c, seed));
   return path;
 }
@@ -96,8 +97,9 @@ TEST_CASE("window gradients of every variant match LibTorch's backward of the sa
   const std::vector<int64_t> tokens = P::ByteTokenizer().encode(sample_text());
   uint64_t seed = 20;
   for (const bool tie : {true, false})
-    for (const std::string position : {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"})
-      for (const std::string& init : position == "complexformer" ? std::vector<std::string>{"paper", "rope"} : std::vector<std::string>{"rope"}) {
+    for (const P::Position position : P::all_positions())
+      for (const P::CmhaInit init : position == P::Position::ComplexFormer ? std::vector{P::CmhaInit::Paper, P::CmhaInit::Rope}
+                                                                           : std::vector{P::CmhaInit::Rope}) {
         CAPTURE(position);
         CAPTURE(init);
         CAPTURE(tie);
@@ -116,7 +118,7 @@ TEST_CASE("window gradients of every variant match LibTorch's backward of the sa
 
 TEST_CASE("phasor grad's safetensors file matches LibTorch's gradients") {
   const std::vector<int64_t> tokens = P::ByteTokenizer().encode(sample_text());
-  const fs::path ckpt = checkpoint(parity_config("complexformer", "paper", false), 99), data = scratch() / "text.txt",
+  const fs::path ckpt = checkpoint(parity_config(P::Position::ComplexFormer, P::CmhaInit::Paper, false), 99), data = scratch() / "text.txt",
                  out = scratch() / "grad.safetensors";
   std::ofstream(data, std::ios::binary) << sample_text();
   const Cli r = run_shell(phasor_command() + " grad --checkpoint " + quote(ckpt) + " --data " + quote(data) + " --seq-len " +

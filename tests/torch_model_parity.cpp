@@ -35,14 +35,14 @@ using namespace phasor::test;
 
 namespace {
 
-const std::vector<std::string> kPositions = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
-
 struct Variant {
-  std::string position;
-  std::string cmha_init = "rope";
+  P::Position position;
+  P::CmhaInit cmha_init = P::CmhaInit::Rope;
   bool tie = true;
   std::string name() const {
-    return position + (position == "complexformer" ? "/cmha_init=" + cmha_init : "") + (tie ? "/tied" : "/untied");
+    return std::string(P::position_name(position)) +
+           (position == P::Position::ComplexFormer ? "/cmha_init=" + std::string(P::cmha_init_name(cmha_init)) : "") +
+           (tie ? "/tied" : "/untied");
   }
 };
 
@@ -50,12 +50,12 @@ struct Variant {
 std::vector<Variant> all_variants() {
   std::vector<Variant> out;
   for (bool tie : {true, false})
-    for (const auto& p : kPositions) {
-      if (p == "complexformer") {
-        out.push_back({p, "paper", tie});
-        out.push_back({p, "rope", tie});
+    for (P::Position p : P::all_positions()) {
+      if (p == P::Position::ComplexFormer) {
+        out.push_back({p, P::CmhaInit::Paper, tie});
+        out.push_back({p, P::CmhaInit::Rope, tie});
       } else {
-        out.push_back({p, "rope", tie});
+        out.push_back({p, P::CmhaInit::Rope, tie});
       }
     }
   return out;
@@ -226,7 +226,7 @@ TEST_CASE("ten AdamW steps give the same loss sequence in Phasor and LibTorch") 
   for (int s = 0; s < 10; ++s) batches.push_back(random_batch(2, 16, 100 + s));
   int seed = 50;
   for (const Variant& v : all_variants()) {
-    if (!v.tie && v.position != "complexformer") continue;  // untied head: once is enough
+    if (!v.tie && v.position != P::Position::ComplexFormer) continue;  // untied head: once is enough
     CAPTURE(v.name());
     auto model = make_phasor_model(v, ++seed);
     auto ref = torch_copy_of(*model);
@@ -279,11 +279,12 @@ TEST_CASE("phasor eval --json and phasor_torch eval --json give the same loss") 
     std::ofstream out(text_path, std::ios::binary);
     for (int i = 0; i < 40; ++i) out << "In the beginning was the Word, " << i << " and the Word was with God.\n";
   }
-  for (const Variant& v : {Variant{"complexformer", "paper", true}, Variant{"rope", "rope", false},
-                           Variant{"alibi", "rope", true}, Variant{"learned", "rope", true}}) {
+  for (const Variant& v : {Variant{P::Position::ComplexFormer, P::CmhaInit::Paper, true}, Variant{P::Position::Rope, P::CmhaInit::Rope, false},
+                           Variant{P::Position::Alibi, P::CmhaInit::Rope, true},
+                           Variant{P::Position::Learned, P::CmhaInit::Rope, true}}) {
     CAPTURE(v.name());
     auto model = make_phasor_model(v, 77);
-    const std::string ckpt = (dir / (v.position + ".safetensors")).string();
+    const std::string ckpt = (dir / (std::string(P::position_name(v.position)) + ".safetensors")).string();
     P::save_model(ckpt, *model);
     const std::string args = " eval --checkpoint " + ckpt + " --data " + text_path + " --seq-len 24 --batch 4 --json";
     const Cli rp = run_shell(std::string(PHASOR_CLI_PATH) + args, dir);

@@ -31,12 +31,12 @@ AttentionImpl::AttentionImpl(const ModelConfig& config)
       wv(register_module("wv", linear(config.d_model, config.d_model))),
       wo(register_module("wo", linear(config.d_model, config.d_model))) {
   const int64_t H = config.n_heads, P = config.pairs();
-  if (config.position == "complexformer") {
+  if (config.position == Position::ComplexFormer) {
     // The cmha_init = rope values; Model::initialize applies `paper` when asked.
     delta = register_parameter("delta", torch::ones({H, P}));
     phase_bias = register_parameter("phase_bias", torch::zeros({H, P}));
     beta = register_parameter("beta", torch::ones({H}));
-  } else if (config.position == "alibi") {
+  } else if (config.variant().alibi_bias) {
     alibi_slopes = register_buffer("alibi_slopes", torch::tensor(torch_ref::alibi_slopes(H), torch::kFloat64));
   }
 }
@@ -47,8 +47,8 @@ torch::Tensor AttentionImpl::split_heads(const torch::Tensor& t) const {
 
 std::pair<torch::Tensor, torch::Tensor> AttentionImpl::rotated_qk(const torch::Tensor& x, int64_t pos_offset) {
   auto q = wq(x), k = wk(x);
-  const auto& pos = config.position;
-  if (pos != "rope" && pos != "xpos" && pos != "complexformer") return {split_heads(q), split_heads(k)};
+  const Position pos = config.position;
+  if (!config.is_rotary()) return {split_heads(q), split_heads(k)};
 
   const int64_t B = x.size(0), N = x.size(1), H = config.n_heads, P = config.pairs(), d = config.head_dim();
   const auto device = x.device();
@@ -58,11 +58,11 @@ std::pair<torch::Tensor, torch::Tensor> AttentionImpl::rotated_qk(const torch::T
   const auto complex_view = [&](const torch::Tensor& t) { return torch::view_as_complex(t.view({B, N, H, P, 2})); };
   const auto back_to_real = [&](const torch::Tensor& z) { return torch::view_as_real(z).reshape({B, N, H, d}).transpose(1, 2); };
 
-  if (pos == "rope" || pos == "xpos") {
+  if (pos == Position::Rope || pos == Position::XPos) {
     // Rotations [N, 1, P], built in float64 and rounded once.
     auto angles = rotary_angles(N, pos_offset, d, config.rope_base, device);
     auto q_scale = torch::ones_like(angles), k_scale = q_scale;
-    if (pos == "xpos") {
+    if (pos == Position::XPos) {
       q_scale = xpos_scales(N, pos_offset, d, config.xpos_scale_base, device);
       k_scale = q_scale.reciprocal();
     }
@@ -93,7 +93,7 @@ torch::Tensor AttentionImpl::scores(const torch::Tensor& x, int64_t pos_offset) 
   // For the rotary variants this real matmul over interleaved (re, im) pairs is
   // exactly Re(q' conj(k')^T), without a complex GEMM.
   auto s = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(config.head_dim()));
-  if (config.position == "alibi") {
+  if (config.variant().alibi_bias) {
     auto m = positions(x.size(1), pos_offset, x.device());
     auto distance = m.unsqueeze(1) - m.unsqueeze(0);  // m - n
     s = s - (alibi_slopes.view({-1, 1, 1}) * distance).to(s.scalar_type());

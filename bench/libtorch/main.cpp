@@ -40,8 +40,8 @@ void add_common(CLI::App* cmd, Common& c) {
 }
 
 void add_shape(CLI::App* cmd, Shape& s) {
-  cmd->add_option("--position", s.position, "complexformer|rope|xpos|alibi|sinusoidal|learned|none");
-  cmd->add_option("--cmha-init", s.cmha_init, "rope|paper");
+  cmd->add_option("--position", s.position, phasor::position_names("|"));
+  cmd->add_option("--cmha-init", s.cmha_init, phasor::cmha_init_names("|"));
   cmd->add_option("--d-model", s.d_model);
   cmd->add_option("--n-layers", s.n_layers);
   cmd->add_option("--n-heads", s.n_heads);
@@ -64,8 +64,8 @@ torch::Device setup(const Common& c) {
 
 ModelConfig config_of(const Shape& s) {
   ModelConfig c;
-  c.position = s.position;
-  c.cmha_init = s.cmha_init;
+  c.position = phasor::parse_position(s.position);
+  c.cmha_init = phasor::parse_cmha_init(s.cmha_init);
   c.d_model = s.d_model;
   c.n_layers = s.n_layers;
   c.n_heads = s.n_heads;

@@ -20,7 +20,8 @@ Model::Model(const ModelConfig& config, uint64_t seed) : config_(config) {
   config_.validate();
   const int64_t D = config_.d_model;
   tok_emb = register_module("tok_emb", torch::nn::Embedding(config_.vocab_size, D));
-  if (config_.position == "learned") pos_emb = register_module("pos_emb", torch::nn::Embedding(config_.max_seq_len, D));
+  if (config_.variant().embedding == PositionEmbedding::Learned)
+    pos_emb = register_module("pos_emb", torch::nn::Embedding(config_.max_seq_len, D));
   auto layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     blocks.push_back(Block(config_));
@@ -46,7 +47,7 @@ void Model::initialize(uint64_t seed) {
   const auto normal = [&](torch::Tensor& p, double std) {
     p.copy_(torch::empty(p.sizes(), torch::kFloat32).normal_(0.0, std, gen));
   };
-  const bool paper = config_.cmha_init == "paper";
+  const bool paper = config_.cmha_init == CmhaInit::Paper;
   const double delta_std = 1.0 / std::sqrt(static_cast<double>(config_.pairs()));
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
@@ -75,9 +76,10 @@ torch::Tensor Model::forward(const torch::Tensor& tokens, int64_t pos_offset) {
   PHASOR_CHECK(pos_offset >= 0, "torch_ref::Model::forward: negative position offset ", pos_offset);
 
   auto x = tok_emb(tokens);
-  if (config_.position == "sinusoidal") {
+  const PositionEmbedding embedding = config_.variant().embedding;
+  if (embedding == PositionEmbedding::Sinusoidal) {
     x = x + sinusoidal_table(N, pos_offset, config_.d_model, x.device()).to(x.scalar_type());
-  } else if (config_.position == "learned") {
+  } else if (embedding == PositionEmbedding::Learned) {
     PHASOR_CHECK(pos_offset + N <= config_.max_seq_len, "torch_ref::Model::forward: positions up to ", pos_offset + N,
                  " exceed max_seq_len ", config_.max_seq_len, " of the learned position table");
     x = x + pos_emb(torch::arange(pos_offset, pos_offset + N, tokens.options()));

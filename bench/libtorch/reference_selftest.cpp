@@ -16,7 +16,9 @@
 
 namespace {
 
+using phasor::CmhaInit;
 using phasor::ModelConfig;
+using phasor::Position;
 using namespace phasor::torch_ref;
 
 int failures = 0;
@@ -47,7 +49,7 @@ bool throws_phasor_error(const std::function<void()>& f) {
   return false;
 }
 
-ModelConfig small(const std::string& position, int64_t n_heads = 4) {
+ModelConfig small(Position position, int64_t n_heads = 4) {
   ModelConfig c;
   c.position = position;
   c.d_model = 48;
@@ -63,10 +65,10 @@ torch::Tensor random_tokens(int64_t b, int64_t n, int64_t seed) {
   return torch::randint(0, 256, {b, n}, torch::kLong);
 }
 
-const std::vector<std::string> kPositions = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
+std::string name(Position p) { return std::string(phasor::position_name(p)); }
 
 void parameter_names() {
-  Model m(small("complexformer"));
+  Model m(small(Position::ComplexFormer));
   std::set<std::string> names;
   for (const auto& item : m.named_parameters()) names.insert(item.key());
   const std::set<std::string> layer = {"attn_norm.weight", "attn.wq.weight", "attn.wk.weight", "attn.wv.weight",
@@ -78,7 +80,7 @@ void parameter_names() {
   check(names == expected, "complexformer parameter names are the checkpoint's (tied head)");
   check(m.named_parameters()["layers.1.attn.delta"].sizes() == torch::IntArrayRef({4, 6}), "delta is [H, P]");
 
-  auto untied = small("learned");
+  auto untied = small(Position::Learned);
   untied.tie_embeddings = false;
   Model u(untied);
   check(u.named_parameters().contains("lm_head.weight") && u.named_parameters().contains("pos_emb.weight") &&
@@ -97,9 +99,9 @@ void alibi_slopes_rule() {
 }
 
 void rope_equivalence() {
-  auto cf_config = small("complexformer");
+  auto cf_config = small(Position::ComplexFormer);
   Model cf(cf_config, 7);
-  Model rope(small("rope"), 0);
+  Model rope(small(Position::Rope), 0);
   auto weights = state(cf);
   for (const auto& name : {"delta", "phase_bias", "beta"})
     for (int l = 0; l < 2; ++l) weights.erase("layers." + std::to_string(l) + ".attn." + name);
@@ -113,7 +115,7 @@ void rope_equivalence() {
 // The spec's closed form for one head, in float64 loops:
 // sum_j r^q r^k cos(delta (phi^q - phi^k) + phase_bias + beta (m - n) w_j) / sqrt(d).
 void complexformer_closed_form() {
-  auto config = small("complexformer");
+  auto config = small(Position::ComplexFormer);
   Attention attn(config);
   torch::manual_seed(3);
   {
@@ -146,7 +148,7 @@ void complexformer_closed_form() {
 }
 
 void xpos_closed_form() {
-  auto config = small("xpos");
+  auto config = small(Position::XPos);
   Attention attn(config);
   const int64_t N = 6, d = config.head_dim(), P = config.pairs(), h = 1, offset = 100;
   auto x = torch::randn({1, N, config.d_model});
@@ -171,12 +173,12 @@ void xpos_closed_form() {
 }
 
 void relative_positions() {
-  for (const std::string position : {"rope", "xpos", "complexformer", "alibi"}) {
-    auto config = small(position, position == "alibi" ? 6 : 4);
-    config.cmha_init = "paper";
+  for (const Position position : {Position::Rope, Position::XPos, Position::ComplexFormer, Position::Alibi}) {
+    auto config = small(position, position == Position::Alibi ? 6 : 4);
+    config.cmha_init = CmhaInit::Paper;
     Model model(config, 11);
     auto& attn = model.blocks[0]->attn;
-    if (position == "complexformer") {
+    if (position == Position::ComplexFormer) {
       torch::NoGradGuard no_grad;
       attn->phase_bias.normal_(0.0, 0.5);
       attn->beta.uniform_(0.5, 1.5);
@@ -185,10 +187,10 @@ void relative_positions() {
     auto x = torch::randn({2, 16, config.d_model});
     torch::NoGradGuard no_grad;
     const double ds = max_diff(attn->scores(x, 0), attn->scores(x, 37));
-    check(ds < 1e-4, position + " scores depend on m - n only (offset 37), max diff " + num(ds));
+    check(ds < 1e-4, name(position) + " scores depend on m - n only (offset 37), max diff " + num(ds));
     auto tokens = random_tokens(1, 16, 2);
     const double dl = max_diff(model.forward(tokens, 0), model.forward(tokens, 37));
-    check(dl < 1e-4, position + " logits are unchanged by a position offset, max diff " + num(dl));
+    check(dl < 1e-4, name(position) + " logits are unchanged by a position offset, max diff " + num(dl));
   }
 }
 
@@ -213,10 +215,10 @@ void euler_phase_gradient() {
 // Central differences in float64 against backward(), through every op of the
 // layer (Euler transform, polar, view_as_complex/view_as_real, softmax, SwiGLU).
 void finite_differences() {
-  for (const std::string position : {"complexformer", "xpos", "alibi"}) {
+  for (const Position position : {Position::ComplexFormer, Position::XPos, Position::Alibi}) {
     auto config = small(position);
     config.n_layers = 1;
-    config.cmha_init = "paper";
+    config.cmha_init = CmhaInit::Paper;
     Model model(config, 13);
     model.to(torch::kFloat64);
     auto params = model.named_parameters();
@@ -225,7 +227,7 @@ void finite_differences() {
       torch::NoGradGuard no_grad;
       params["layers.0.attn.wq.weight"].mul_(5.0);
       params["layers.0.attn.wk.weight"].mul_(5.0);
-      if (position == "complexformer") {
+      if (position == Position::ComplexFormer) {
         params["layers.0.attn.phase_bias"].normal_(0.0, 0.5);
         params["layers.0.attn.beta"].uniform_(0.5, 1.5);
       }
@@ -250,7 +252,7 @@ void finite_differences() {
         worst = std::max(worst, std::abs(fd - an) / (1e-8 + std::abs(fd)));
       }
     }
-    check(worst < 1e-4, position + " float64 gradients match central differences, worst rel err " + num(worst));
+    check(worst < 1e-4, name(position) + " float64 gradients match central differences, worst rel err " + num(worst));
   }
 }
 
@@ -264,14 +266,14 @@ void sinusoidal_values() {
 
 void untrained_loss_and_training() {
   const double log_v = std::log(256.0);
-  for (const auto& position : kPositions) {
+  for (const Position position : phasor::all_positions()) {
     Model model(small(position), 1);
     auto tokens = random_tokens(2, 32, 9);
     torch::NoGradGuard no_grad;
     const double loss = model.loss(tokens, torch::roll(tokens, -1, 1)).item<double>();
-    check(std::abs(loss - log_v) < 0.1, position + " untrained loss " + std::to_string(loss) + " is near log(256)");
+    check(std::abs(loss - log_v) < 0.1, name(position) + " untrained loss " + std::to_string(loss) + " is near log(256)");
   }
-  for (const auto& position : kPositions) {
+  for (const Position position : phasor::all_positions()) {
     Model model(small(position), 2);
     torch::optim::AdamW opt(model.parameters(), torch::optim::AdamWOptions(3e-3));
     auto tokens = random_tokens(4, 16, 4);
@@ -284,18 +286,18 @@ void untrained_loss_and_training() {
       opt.step();
       (step == 0 ? first : last) = loss.item<double>();
     }
-    check(last < first - 0.2, position + " AdamW on a repeated batch: loss " + std::to_string(first) + " -> " +
+    check(last < first - 0.2, name(position) + " AdamW on a repeated batch: loss " + std::to_string(first) + " -> " +
                                   std::to_string(last));
   }
 }
 
 void checkpoints(const std::string& dir) {
-  auto config = small("complexformer");
-  config.cmha_init = "paper";
+  auto config = small(Position::ComplexFormer);
+  config.cmha_init = CmhaInit::Paper;
   Model model(config, 21);
   const std::string path = dir + "/model.safetensors";
   save_safetensors(model, path);
-  check(read_config(path).cmha_init == "paper", "read_config gives back the saved config");
+  check(read_config(path).cmha_init == CmhaInit::Paper, "read_config gives back the saved config");
   auto loaded = load_model(path);
   auto tokens = random_tokens(2, 12, 6);
   torch::NoGradGuard no_grad;
@@ -306,7 +308,7 @@ void checkpoints(const std::string& dir) {
   check(max_diff(model.forward(tokens), other.forward(tokens)) == 0.0, "load_safetensors into a model of the same config");
 
   check(throws_phasor_error([&] {
-          Model rope(small("rope"));
+          Model rope(small(Position::Rope));
           load_safetensors(rope, path);
         }),
         "a checkpoint of another position variant is refused");
@@ -322,12 +324,12 @@ void checkpoints(const std::string& dir) {
           load_state(other, weights);
         }),
         "a wrong shape is refused");
-  check(throws_phasor_error([&] { Model(small("learned")).forward(random_tokens(1, 33, 0)); }),
+  check(throws_phasor_error([&] { Model(small(Position::Learned)).forward(random_tokens(1, 33, 0)); }),
         "learned past max_seq_len is a phasor::Error");
   check(throws_phasor_error([&] { model.forward(torch::full({1, 4}, 256, torch::kLong)); }),
         "a token outside the vocabulary is a phasor::Error");
   check(throws_phasor_error([] {
-          auto bad = small("rope");
+          auto bad = small(Position::Rope);
           bad.n_heads = 5;
           Model m(bad);
         }),
@@ -338,7 +340,7 @@ void evaluation_windows() {
   check(eval_windows(50, 8, 0) == 6 && eval_windows(49, 8, 0) == 6 && eval_windows(57, 8, 0) == 7 &&
             eval_windows(57, 8, 3) == 3 && eval_windows(8, 8, 0) == 0,
         "W = floor((T - 1) / L), capped by max_windows");
-  Model model(small("alibi"), 3);
+  Model model(small(Position::Alibi), 3);
   std::vector<int64_t> text(53);
   for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<int64_t>((i * 37 + 11) % 256);
   // By hand: six windows of 8, each from position 0, targets shifted by one.
