@@ -353,5 +353,31 @@ TEST_CASE("nccl: GPU gradients (float, complex, float64, strided) are averaged o
     CHECK(rc[2 * i] == doctest::Approx(mean * c[i].real()).epsilon(1e-6));
     CHECK(rc[2 * i + 1] == doctest::Approx(mean * c[i].imag()).epsilon(1e-6));
   }
+
+  // The two streams are ordered (NcclCommunicator, app/distributed.cpp): large
+  // gradients, one strided, that Phasor's stream is still computing (GEMMs)
+  // when the all-reduce starts, in two rounds of different values, so that
+  // NCCL's stream reading a staging copy before Phasor's stream wrote it, or
+  // Phasor's stream reading a mean before NCCL's wrote it, sees the other
+  // round's numbers (or garbage). Every value is an exact float32 integer.
+  comm.set_bucket_bytes(16 << 20);
+  const int64_t n = 2048;
+  const Tensor all_ones = ones({n, n}, DType::Float32, gpu);
+  for (int round = 1; round <= 2; ++round) {
+    Tensor m = ops::matmul(all_ones, all_ones);  // n everywhere
+    for (int i = 0; i < 4; ++i) m = ops::matmul(m, all_ones) * (1.0 / static_cast<double>(n));
+    const Tensor filled = m * (static_cast<double>(round) * scale / static_cast<double>(n));  // round * (rank + 1)
+    const Tensor other = m * (static_cast<double>(round + 2) * scale / static_cast<double>(n));
+    const Tensor strided_big = filled.transpose(0, 1);
+    comm.all_reduce_mean({strided_big, other});
+    const std::vector<float> got = filled.to(kCPU).to_vector<float>(), got_other = other.to(kCPU).to_vector<float>();
+    const float want = static_cast<float>(round * mean), want_other = static_cast<float>((round + 2) * mean);
+    size_t wrong = 0, wrong_other = 0;
+    for (float v : got) wrong += v != want;
+    for (float v : got_other) wrong_other += v != want_other;
+    CAPTURE(round);
+    CHECK_MESSAGE(wrong == 0, wrong, " of ", got.size(), " strided values are not ", want, " (first: ", got[0], ")");
+    CHECK_MESSAGE(wrong_other == 0, wrong_other, " of ", got_other.size(), " values are not ", want_other, " (first: ", got_other[0], ")");
+  }
   finalize_distributed();
 }
