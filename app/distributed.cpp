@@ -17,6 +17,8 @@
 #ifdef PHASOR_WITH_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include "cuda/runtime.h"  // gpu::stream(): the one stream Phasor's CUDA backend queues everything on
 #endif
 
 namespace phasor {
@@ -264,11 +266,23 @@ class MpiCommunicator : public Communicator {
 
 // Gradients on a GPU are averaged by NCCL on device buffers; MPI carries only
 // NCCL's unique id (once), the scalars and barriers.
+//
+// Two streams take part: Phasor's (gpu::stream()), on which the backend queues
+// every kernel and copy, the gradients' and the contiguous staging copies of
+// strided gradients made here; and NCCL's own (stream_), which copies the
+// gradients into the flat buffer, all-reduces it and copies the means back.
+// Nothing orders two streams but events: NCCL's stream waits for `staged_`,
+// recorded on Phasor's stream once every staging copy is queued, before it reads
+// a gradient; Phasor's stream waits for `reduced_`, recorded on NCCL's after the
+// copies back, before anything later (the copies into strided gradients, the
+// optimizer) reads one.
 class NcclCommunicator final : public MpiCommunicator {
  public:
   ~NcclCommunicator() override {
     if (nccl_ != nullptr) ncclCommDestroy(nccl_);
     if (buffer_ != nullptr) cudaFree(buffer_);
+    if (staged_ != nullptr) cudaEventDestroy(staged_);
+    if (reduced_ != nullptr) cudaEventDestroy(reduced_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   const char* transport() const override { return "nccl"; }
@@ -283,8 +297,7 @@ class NcclCommunicator final : public MpiCommunicator {
                    g.defined() ? g.device() : kCPU, "; train on a GPU (--device cuda) or use --distributed mpi");
     cuda_check(cudaSetDevice(device.index), "cudaSetDevice");
     if (nccl_ == nullptr) connect(start);
-    // The backend may have queued the gradients on any stream of this device.
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const cudaStream_t phasor_stream = gpu::stream();
 
     std::vector<Flat> flats = plan_flat(grads, "all_reduce_mean");
     size_t bytes = 0;
@@ -295,14 +308,20 @@ class NcclCommunicator final : public MpiCommunicator {
       cuda_check(cudaMalloc(&buffer_, bytes), "cudaMalloc");
       capacity_ = bytes;
     }
+    // Contiguous copies of strided gradients, queued on Phasor's stream (the
+    // gradient itself when it is contiguous); NCCL's stream starts once they
+    // and everything queued before them (the backward pass) are done.
+    for (Flat& f : flats)
+      for (Piece& p : f.pieces) p.staging = ops::contiguous(p.grad);
+    cuda_check(cudaEventRecord(staged_, phasor_stream), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(stream_, staged_, 0), "cudaStreamWaitEvent");
+
     char* base = static_cast<char*>(buffer_);
     for (Flat& f : flats) {
       const size_t item = itemsize(f.dtype);
-      for (Piece& p : f.pieces) {
-        p.staging = ops::contiguous(p.grad);  // device op; the gradient itself when already contiguous
+      for (Piece& p : f.pieces)
         cuda_check(cudaMemcpyAsync(base + p.offset * item, p.staging.raw_data(), p.count * item, cudaMemcpyDeviceToDevice, stream_),
                    "cudaMemcpyAsync");
-      }
       const size_t bucket = std::max<size_t>(1, bucket_bytes_ / item);
       for (size_t first = 0; first < f.count; first += bucket)
         nccl_check(ncclAllReduce(base + first * item, base + first * item, std::min(bucket, f.count - first),
@@ -313,10 +332,15 @@ class NcclCommunicator final : public MpiCommunicator {
                    "cudaMemcpyAsync");
       base += f.count * item;
     }
+    // Phasor's stream reads the means only after NCCL's stream wrote them. The
+    // host waits as well: the watchdog needs it, and the staging tensors, whose
+    // memory NCCL's stream uses, must outlive that use.
+    cuda_check(cudaEventRecord(reduced_, stream_), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(phasor_stream, reduced_, 0), "cudaStreamWaitEvent");
     wait_stream("all_reduce_mean", start);
     for (Flat& f : flats)
       for (Piece& p : f.pieces)
-        if (!p.staging.same_storage(p.grad)) ops::copy_(p.grad, p.staging);
+        if (!p.staging.same_storage(p.grad)) ops::copy_(p.grad, p.staging);  // on Phasor's stream
   }
 
  private:
@@ -328,6 +352,8 @@ class NcclCommunicator final : public MpiCommunicator {
     check(MPI_Ibcast(&id, sizeof id, MPI_BYTE, 0, comm_, &r[0]), "MPI_Ibcast");
     wait(r, "nccl unique id broadcast", start);
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda_check(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming), "cudaEventCreate");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // so that a missing peer hits our deadline instead of hanging
     nccl_check(ncclCommInitRankConfig(&nccl_, world_, id, rank_, &config), "ncclCommInitRankConfig");
@@ -372,6 +398,7 @@ class NcclCommunicator final : public MpiCommunicator {
 
   ncclComm_t nccl_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t staged_ = nullptr, reduced_ = nullptr;  // see the class comment
   void* buffer_ = nullptr;
   size_t capacity_ = 0;
 };

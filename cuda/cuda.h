@@ -18,6 +18,14 @@ void register_cuda();
 bool available();
 // Why CUDA cannot be used ("" when it can).
 std::string unavailable_reason();
+// True when CUDA cannot be used because this machine has no GPU at all: the
+// runtime finds no device (cudaErrorNoDevice, or 0 devices), or no NVIDIA
+// driver is installed (cudaErrorInsufficientDriver or cudaErrorStubLibrary with
+// neither /proc/driver/nvidia nor an NVIDIA device node). False when a GPU can
+// be used, and when one is there but fails: a driver older than the runtime,
+// any other error of cudaGetDeviceCount, cudaSetDevice, the stream or cuBLAS.
+// Tests skip on the first and fail on the second (tests/test_cuda.cpp).
+bool absent();
 // The GPU's name and compute capability, e.g. "NVIDIA H200 (sm_90)".
 std::string device_name();
 

@@ -3,6 +3,7 @@
 #include "cuda/runtime.h"
 
 #include <cublas_v2.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -47,7 +48,8 @@ std::atomic<bool> tf32_flag{[] {
 
 struct DeviceState {
   std::once_flag once;
-  std::string error;  // non-empty when no GPU can be used
+  std::string error;    // non-empty when no GPU can be used
+  bool absent = false;  // ... because the machine has none (gpu::absent)
   std::string name;
   int sms = 0;
   cudaStream_t stream = nullptr;
@@ -59,13 +61,28 @@ DeviceState& device_state() {
   return s;
 }
 
+// Whether an NVIDIA driver is installed: its kernel module's /proc entry, or a
+// device node (/dev/dxg: WSL's GPU).
+bool nvidia_driver_installed() {
+  for (const char* path : {"/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"})
+    if (access(path, F_OK) == 0) return true;
+  return false;
+}
+
 void init_device(DeviceState& s) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
     cudaGetLastError();
-    s.error = std::string("device cuda is not available: no usable NVIDIA GPU (") +
-              (status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0 devices") + ")";
+    // No GPU at all, or one that is there and fails (gpu::absent, cuda/cuda.h).
+    // Without a driver the runtime says "insufficient driver" (or finds only a
+    // stub libcuda): that is an absence only when no driver is installed.
+    const bool no_driver = status == cudaErrorInsufficientDriver || status == cudaErrorStubLibrary;
+    s.absent = status == cudaSuccess || status == cudaErrorNoDevice || (no_driver && !nvidia_driver_installed());
+    s.error = std::string("device cuda is not available: ") + (s.absent ? "no NVIDIA GPU on this machine (" : "the NVIDIA GPU cannot be used (") +
+              (status != cudaSuccess ? std::string(cudaGetErrorString(status)) + ", " + cudaGetErrorName(status)
+                                     : std::string("cudaGetDeviceCount found 0 devices")) +
+              ")";
     return;
   }
   cudaDeviceProp prop{};
@@ -298,6 +315,10 @@ std::string unavailable_reason() {
   } catch (const Error& e) {
     return e.what();
   }
+}
+
+bool absent() {
+  return !available() && device_state().absent;
 }
 
 std::string device_name() {

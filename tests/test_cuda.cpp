@@ -3,8 +3,10 @@
 // contiguous, transposed, sliced and broadcast operands, run on the CPU (the
 // reference) and on CUDA and compared within `atol + rtol * |ref|`; forward and
 // backward through autograd; and one training step of the model, CPU vs CUDA.
-// Without a GPU (or in a build without CUDA) it checks that device cuda gives
-// one clear error and exits 77, which ctest reports as skipped.
+// On a machine without a GPU (or in a build without CUDA) it checks that device
+// cuda gives one clear error and exits 77, which ctest reports as skipped. A GPU
+// that is there but cannot be used (a driver older than the runtime, a failing
+// device: gpu::absent() is false) is a failure, never a skip.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -34,10 +36,15 @@ bool gpu_present() {
 #endif
 }
 
-// Runs before doctest: no GPU means "skipped", after checking the error is clear.
+// Runs before doctest: no GPU means "skipped", after checking the error is clear;
+// a GPU that fails means "failed".
 const int skip_without_gpu = [] {
   if (gpu_present()) return 0;
 #ifdef PHASOR_WITH_CUDA
+  if (!gpu::absent()) {
+    std::printf("test_cuda: FAILED: a GPU is present but cannot be used: %s\n", gpu::unavailable_reason().c_str());
+    std::exit(1);
+  }
   gpu::register_cuda();  // this initialiser may run before the library's
 #endif
   try {
@@ -50,7 +57,7 @@ const int skip_without_gpu = [] {
       std::printf("test_cuda: FAILED: unclear error without a GPU: %s\n", e.what());
       std::exit(1);
     }
-    std::printf("test_cuda: SKIPPED, no usable GPU (%s)\n", e.what());
+    std::printf("test_cuda: SKIPPED, no GPU here (%s)\n", e.what());
   }
   std::exit(77);
 }();

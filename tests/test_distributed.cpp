@@ -2,8 +2,11 @@
 // --batch B train the same parameters as one process of --batch 2B; rank 0
 // alone writes files; a rank that dies or hangs takes the job down with a clear
 // error within the timeout; checkpoints of a 2-rank run resume with 2 ranks
-// (only), and load in a single-process `phasor eval`. Every case skips with a
-// message when mpirun or the MPI transport is missing.
+// (only), and load in a single-process `phasor eval`. A case that needs MPI
+// skips (tests/skip.h: ctest reports the binary as skipped, never as passed)
+// when mpirun or the MPI transport is missing, and fails instead in a build
+// configured with PHASOR_REQUIRE_ALL (CI). The NCCL case, which needs a GPU, is
+// its own ctest test, test_distributed_nccl (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -23,9 +26,13 @@
 #include <nlohmann/json.hpp>
 
 #include "app/distributed.h"
+#ifdef PHASOR_WITH_CUDA
+#include "cuda/cuda.h"
+#endif
 #include "nn/checkpoint.h"
 #include "phasor.h"
 #include "tests/helpers.h"
+#include "tests/skip.h"
 
 using namespace phasor;
 using namespace phasor::test;
@@ -58,18 +65,15 @@ Cli mpirun(int ranks, const std::string& args, const std::string& env = "", int 
 std::string skip_reason() {
   const std::vector<std::string> t = built_transports();
   if (std::find(t.begin(), t.end(), "mpi") == t.end())
-    return "phasor was built without MPI (install libopenmpi-dev, re-run cmake): distributed tests skipped";
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) return "mpirun is not on PATH: distributed tests skipped";
+    return "phasor was built without MPI (install libopenmpi-dev, re-run cmake)";
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) return "mpirun is not on PATH";
   return "";
 }
 
-#define SKIP_WITHOUT_MPI()                        \
-  do {                                            \
-    const std::string why = skip_reason();        \
-    if (!why.empty()) {                           \
-      MESSAGE(why);                               \
-      return;                                     \
-    }                                             \
+#define SKIP_WITHOUT_MPI()                                    \
+  do {                                                        \
+    const std::string why = skip_reason();                    \
+    if (!why.empty()) PHASOR_SKIP_UNLESS_REQUIRED(why);       \
   } while (0)
 
 // A few KB of text, deterministic.
@@ -237,18 +241,16 @@ TEST_CASE("nccl: GPU gradients (float, complex, float64, strided) are averaged o
   const bool child = std::getenv("PHASOR_NCCL_CHILD") != nullptr;
   if (!child) {
     const std::vector<std::string> t = built_transports();
-    if (std::find(t.begin(), t.end(), "nccl") == t.end()) {
-      MESSAGE("the NCCL transport is not built (needs MPI, CUDA and NCCL): skipped");
-      return;
-    }
+    if (std::find(t.begin(), t.end(), "nccl") == t.end())
+      PHASOR_SKIP("the NCCL transport is not built (it needs MPI, CUDA and NCCL)");
     SKIP_WITHOUT_MPI();
-    try {
-      (void)ops::to_device(zeros({1}), cuda(0));
-    } catch (const std::exception& e) {
-      const std::string why = std::string("no usable GPU (") + e.what() + "): nccl test skipped";
-      MESSAGE(why);
-      return;
+#ifdef PHASOR_WITH_CUDA  // always, where NCCL is built
+    // Only a machine without a GPU skips; a GPU that is there but fails is a failure.
+    if (!gpu::available()) {
+      if (!gpu::absent()) FAIL("a GPU is present but cannot be used: " << gpu::unavailable_reason());
+      PHASOR_SKIP("no GPU on this machine (" + gpu::unavailable_reason() + ")");
     }
+#endif
     const char* n = std::getenv("PHASOR_NCCL_RANKS");
     const std::string ranks = n != nullptr && *n != '\0' ? n : "1";
     const std::string self = fs::read_symlink("/proc/self/exe").string();
@@ -290,6 +292,32 @@ TEST_CASE("nccl: GPU gradients (float, complex, float64, strided) are averaged o
   for (size_t i = 0; i < c.size(); ++i) {
     CHECK(rc[2 * i] == doctest::Approx(mean * c[i].real()).epsilon(1e-6));
     CHECK(rc[2 * i + 1] == doctest::Approx(mean * c[i].imag()).epsilon(1e-6));
+  }
+
+  // The two streams are ordered (NcclCommunicator, app/distributed.cpp): large
+  // gradients, one strided, that Phasor's stream is still computing (GEMMs)
+  // when the all-reduce starts, in two rounds of different values, so that
+  // NCCL's stream reading a staging copy before Phasor's stream wrote it, or
+  // Phasor's stream reading a mean before NCCL's wrote it, sees the other
+  // round's numbers (or garbage). Every value is an exact float32 integer.
+  comm.set_bucket_bytes(16 << 20);
+  const int64_t n = 2048;
+  const Tensor all_ones = ones({n, n}, DType::Float32, gpu);
+  for (int round = 1; round <= 2; ++round) {
+    Tensor m = ops::matmul(all_ones, all_ones);  // n everywhere
+    for (int i = 0; i < 4; ++i) m = ops::matmul(m, all_ones) * (1.0 / static_cast<double>(n));
+    const Tensor filled = m * (static_cast<double>(round) * scale / static_cast<double>(n));  // round * (rank + 1)
+    const Tensor other = m * (static_cast<double>(round + 2) * scale / static_cast<double>(n));
+    const Tensor strided_big = filled.transpose(0, 1);
+    comm.all_reduce_mean({strided_big, other});
+    const std::vector<float> got = filled.to(kCPU).to_vector<float>(), got_other = other.to(kCPU).to_vector<float>();
+    const float want = static_cast<float>(round * mean), want_other = static_cast<float>((round + 2) * mean);
+    size_t wrong = 0, wrong_other = 0;
+    for (float v : got) wrong += v != want;
+    for (float v : got_other) wrong_other += v != want_other;
+    CAPTURE(round);
+    CHECK_MESSAGE(wrong == 0, wrong, " of ", got.size(), " strided values are not ", want, " (first: ", got[0], ")");
+    CHECK_MESSAGE(wrong_other == 0, wrong_other, " of ", got_other.size(), " values are not ", want_other, " (first: ", got_other[0], ")");
   }
   finalize_distributed();
 }

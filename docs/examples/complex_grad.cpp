@@ -1,9 +1,10 @@
 // Complex gradients in Phasor, in four small steps (see docs/complex-gradients.md).
 //
-// Build from the repository root against the library, for example:
-//   cmake -B build && cmake --build build --target phasor
-//   g++ -std=c++20 -O2 -fopenmp -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread docs/examples/complex_grad.cpp build/libphasor.a -lopenblas -o complex_grad
-//   ./complex_grad    (exits 0 when the fitted weight is right)
+// Every step prints its result and checks it against the value the maths
+// gives; the program exits 1 if any differs. ctest builds and runs it
+// (example_complex_grad). To build and run it alone, from the repository root:
+//   cmake -B build && cmake --build build --target example_complex_grad
+//   build/examples/complex_grad
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -13,7 +14,15 @@
 using namespace phasor;
 
 namespace {
-void print(const char* label, c128 v) { std::printf("%-44s % .6f %+.6fi\n", label, v.real(), v.imag()); }
+int mismatches = 0;
+
+// Prints a result and checks it: |got - want| <= tol.
+void expect(const char* label, c128 got, c128 want, double tol) {
+  std::printf("%-44s % .6f %+.6fi\n", label, got.real(), got.imag());
+  if (std::abs(got - want) <= tol) return;
+  std::printf("  MISMATCH: expected % .6f %+.6fi (tolerance %g)\n", want.real(), want.imag(), tol);
+  ++mismatches;
+}
 c128 first(const Tensor& t) { return t.to_vector<c128>()[0]; }
 }  // namespace
 
@@ -23,7 +32,7 @@ int main() {
   Tensor z = from_vector<c128>({{3.0, 4.0}});
   z.requires_grad_();
   sum(square(abs(z))).backward();
-  print("grad of |z|^2 at 3+4i:", first(z.grad()));
+  expect("grad of |z|^2 at 3+4i:", first(z.grad()), c128(6.0, 8.0), 1e-12);
 
   // 2. L = Re(z c) with c = e^{1.5i}: L = a x - b y, so the gradient is a - ib = conj(c).
   //    Check it against central differences on x and y separately.
@@ -35,13 +44,13 @@ int main() {
   const c128 z0(3.0, 4.0);
   const c128 numeric((loss(z0 + h) - loss(z0 - h)) / (2 * h),
                      (loss(z0 + c128(0, h)) - loss(z0 - c128(0, h))) / (2 * h));
-  print("grad of Re(z e^{1.5i}):", first(z.grad()));
-  print("finite differences (dL/dx, dL/dy):", numeric);
+  expect("grad of Re(z e^{1.5i}):", first(z.grad()), std::conj(c), 1e-12);
+  expect("finite differences (dL/dx, dL/dy):", numeric, std::conj(c), 1e-8);
 
   // 3. A holomorphic map y = z^2 seeded with G_y = 1 gives G_z = conj(f'(z)) = 2 conj(z).
   z.zero_grad();
   (z * z).backward(ones({1}, DType::Complex128));
-  print("backward of z^2 with seed 1:", first(z.grad()));
+  expect("backward of z^2 with seed 1:", first(z.grad()), 2.0 * std::conj(z0), 1e-12);
 
   // 4. Plain gradient descent fits a complex weight: y = w x with w_true = 0.5 - 2i.
   Generator gen(7);
@@ -56,6 +65,6 @@ int main() {
     NoGradGuard no_grad;
     ops::axpy_(w, w.grad(), -0.2);  // w <- w - lr * w.grad: no conjugate needed
   }
-  print("fitted w (true 0.5 - 2i):", first(w));
-  return std::abs(first(w) - c128(0.5, -2.0)) < 1e-6 ? 0 : 1;
+  expect("fitted w (true 0.5 - 2i):", first(w), c128(0.5, -2.0), 1e-6);
+  return mismatches == 0 ? 0 : 1;
 }
