@@ -374,9 +374,9 @@ int main(int argc, char** argv) {
       std::printf("wrote %s\n", attention_out.c_str());
       return 0;
     }
-    if (*info_cmd) {
-      const auto model = load_model(checkpoint);
-      std::printf("%s\nparameters: %ld\n", to_json(model->config()).dump(2).c_str(), static_cast<long>(model->parameter_count()));
+    if (*info_cmd) {  // the file alone, checked whole: no model is built
+      const ModelFile file = read_model_file(checkpoint);
+      std::printf("%s\nparameters: %ld\n", to_json(file.config).dump(2).c_str(), static_cast<long>(parameter_count(file.config)));
       return 0;
     }
   } catch (const std::exception& e) {

@@ -424,6 +424,8 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps) {
                "; resume with the same number of ranks (the global batch and each rank's data shard depend on it)");
   options.run_dir = run_dir;
   if (total_steps > 0) options.steps = total_steps;
+  // The tensors against the config before a model of the config's size is built.
+  check_model_tensors(ckpt.model, options.model, dir + "/model.safetensors");
   Run run(options);
   run.model->load_state_dict(ckpt.model);
   int64_t optimizer_steps = 0;

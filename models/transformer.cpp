@@ -172,6 +172,36 @@ CausalLM::CausalLM(const ModelConfig& config, uint64_t seed) : config_(config) {
   }
 }
 
+std::map<std::string, Dims> parameter_shapes(const ModelConfig& config) {
+  const int64_t V = config.vocab_size, D = config.d_model, F = config.d_ff;
+  std::map<std::string, Dims> shapes{{"tok_emb.weight", {V, D}}, {"norm.weight", {D}}};
+  if (config.position == "learned") shapes["pos_emb.weight"] = {config.max_seq_len, D};
+  if (!config.tie_embeddings) shapes["lm_head.weight"] = {V, D};
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    const std::string layer = "layers." + std::to_string(l) + ".";
+    shapes[layer + "attn_norm.weight"] = {D};
+    for (const char* w : {"wq", "wk", "wv", "wo"}) shapes[layer + "attn." + w + ".weight"] = {D, D};
+    if (config.position == "complexformer") {
+      shapes[layer + "attn.delta"] = {config.n_heads, config.pairs()};
+      shapes[layer + "attn.phase_bias"] = {config.n_heads, config.pairs()};
+      shapes[layer + "attn.beta"] = {config.n_heads};
+    }
+    shapes[layer + "ffn_norm.weight"] = {D};
+    shapes[layer + "ffn.w1.weight"] = {F, D};
+    shapes[layer + "ffn.w3.weight"] = {F, D};
+    shapes[layer + "ffn.w2.weight"] = {D, F};
+  }
+  return shapes;
+}
+
+int64_t parameter_count(const ModelConfig& config) {
+  const int64_t V = config.vocab_size, D = config.d_model, F = config.d_ff, H = config.n_heads;
+  int64_t per_layer = 4 * D * D + 3 * D * F + 2 * D;
+  if (config.position == "complexformer") per_layer += 2 * H * config.pairs() + H;
+  return V * D * (config.tie_embeddings ? 1 : 2) + (config.position == "learned" ? config.max_seq_len * D : 0) +
+         config.n_layers * per_layer + D;
+}
+
 Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   PHASOR_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 2, "model: tokens must be int64 [batch, seq], got ", tokens.dtype(),
                " ", tokens.shape());

@@ -1,7 +1,9 @@
 #pragma once
 // The causal language model of docs/spec.md ("The network"), every
 // `position` variant, with a KV cache for generation.
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/config.h"
@@ -99,6 +101,15 @@ class CausalLM : public nn::Module {
   std::shared_ptr<nn::RMSNorm> norm_;
   std::shared_ptr<nn::Linear> lm_head_;
 };
+
+// The parameters of a CausalLM of `config`, by name, with their shapes: the
+// table of docs/spec.md, "Checkpoint layout". Computed from the config alone,
+// nothing allocated, so a model file can be checked against its config before
+// a model of that size is built. `config` must be valid.
+std::map<std::string, Dims> parameter_shapes(const ModelConfig& config);
+// The number of parameters of that model (the sum over parameter_shapes), by
+// the spec's formula ("Parameter count"), in constant time. `config` must be valid.
+int64_t parameter_count(const ModelConfig& config);
 
 // Sinusoidal position encodings PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(...), rows offset..offset+n-1.
 Tensor sinusoidal_positions(int64_t n, int64_t d_model, int64_t offset);

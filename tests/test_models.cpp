@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "models/transformer.h"
 #include "nn/optim.h"
@@ -239,4 +241,18 @@ TEST_CASE("fused CMHA rotation stays accurate at positions past 2048 (float32 ag
     CHECK(err < bound);
     CHECK(err > 0);  // float32 really ran: the comparison can fail
   }
+}
+
+TEST_CASE("parameter_shapes and parameter_count describe the model a config builds, for every variant") {
+  for (const char* position : kVariants)
+    for (const bool tied : {true, false}) {
+      INFO(std::string(position), tied ? " tied" : " untied");
+      ModelConfig c = small_config(position);
+      c.tie_embeddings = tied;
+      const CausalLM model(c);
+      std::map<std::string, Dims> built;
+      for (const auto& [name, p] : model.named_parameters()) built.emplace(name, p.shape());
+      CHECK(parameter_shapes(c) == built);
+      CHECK(parameter_count(c) == model.parameter_count());
+    }
 }
