@@ -1,5 +1,6 @@
 #include "models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/functions.h"
@@ -213,6 +214,7 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   for (int64_t i = 0; i < host_ids.numel(); ++i)
     PHASOR_CHECK(p[i] >= 0 && p[i] < config_.vocab_size, "model: token ", p[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
   const Tensor ids = ops::to_device(host_ids, device());
+  if (cache) cache->reserve(offset + n);
 
   Tensor x = tok_emb_->forward(ids);
   if (config_.position == "learned") x = x + narrow(pos_emb_->weight, 0, offset, n);
@@ -228,15 +230,34 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {
   return cross_entropy(reshape(logits, {-1, config_.vocab_size}), ops::to_device(ops::reshape(targets, {-1}), logits.device()));
 }
 
-KVCache CausalLM::make_cache(int64_t batch, int64_t capacity) const {
-  PHASOR_CHECK(config_.position != "learned" || capacity <= config_.max_seq_len, "generate: position 'learned' supports at most ",
-               config_.max_seq_len, " positions, asked for ", capacity);
+KVCache CausalLM::make_cache(int64_t batch, int64_t max_length) const {
+  PHASOR_CHECK(config_.position != "learned" || max_length <= config_.max_seq_len, "generate: position 'learned' supports at most ",
+               config_.max_seq_len, " positions, asked for ", max_length);
+  PHASOR_CHECK(batch > 0 && max_length >= 0, "make_cache: batch must be positive and max_length non-negative, got ", batch, " and ",
+               max_length);
+  // The first allocation: a normal request fits in it; a long one grows from it (KVCache::reserve).
+  constexpr int64_t kFirstCapacity = 256;
   KVCache cache;
-  cache.capacity = capacity;
+  cache.max_length = max_length;
+  cache.capacity = std::min(max_length, kFirstCapacity);
   for (size_t l = 0; l < layers.size(); ++l)
-    cache.layers.push_back({zeros({batch, capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),
-                            zeros({batch, capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device())});
+    cache.layers.push_back({zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),
+                            zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device())});
   return cache;
+}
+
+void KVCache::reserve(int64_t positions) {
+  PHASOR_CHECK(positions <= max_length, "KV cache: made for at most ", max_length, " positions, asked for ", positions);
+  if (positions <= capacity) return;
+  // Doubling keeps the copies to O(final length) in all; never past what the request can use.
+  const int64_t grown = std::min(max_length, std::max(positions, capacity > max_length / 2 ? max_length : 2 * capacity));
+  for (LayerCache& layer : layers)
+    for (Tensor* stored : {&layer.keys, &layer.values}) {
+      Tensor bigger = zeros({stored->size(0), grown, stored->size(2), stored->size(3)}, DType::Float32, stored->device());
+      ops::copy_(ops::narrow(bigger, 1, 0, length), ops::narrow(*stored, 1, 0, length));
+      *stored = bigger;
+    }
+  capacity = grown;
 }
 
 void CausalLM::to(Device device) { nn::Module::to(device); }

@@ -256,3 +256,30 @@ TEST_CASE("parameter_shapes and parameter_count describe the model a config buil
       CHECK(parameter_count(c) == model.parameter_count());
     }
 }
+
+TEST_CASE("a KV cache that grows as it fills gives the logits of one allocated whole, bit for bit") {
+  for (const char* position : kVariants)
+    for (const int64_t batch : {1, 2}) {
+      INFO(std::string(position), " batch ", batch);
+      ModelConfig c = small_config(position);
+      c.max_seq_len = 600;
+      c.cmha_init = "paper";
+      const CausalLM model(c, 43);
+      NoGradGuard no_grad;
+      const Tensor tokens = random_tokens(batch, 600, 9);
+      KVCache grown = model.make_cache(batch, 600), whole = model.make_cache(batch, 600);
+      whole.reserve(600);  // what make_cache allocated before the cache could grow
+      CHECK(grown.capacity < 600);
+      CHECK(whole.capacity == 600);
+      bool identical = true;
+      for (int64_t at = 0, n = 7; at < 600; at += n, n = 1) {  // a prompt of 7, then one token at a time
+        const Tensor chunk = tokens.narrow(1, at, n).contiguous();
+        const Tensor a = model.forward(chunk, &grown), b = model.forward(chunk, &whole);
+        identical = identical && a.to_vector<float>() == b.to_vector<float>();
+      }
+      CHECK(identical);
+      CHECK(grown.length == 600);
+      CHECK(grown.capacity == 600);  // doubled from its first size, never past the request
+      CHECK_THROWS_WITH_AS(model.forward(tokens.narrow(1, 0, 1).contiguous(), &grown), doctest::Contains("600 positions"), Error);
+    }
+}
