@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -41,6 +42,15 @@ std::string one_line(const char* message) {
     }
   }
   return out;
+}
+
+// The one line a failure prints after "phasor: ". An allocation the machine (or
+// a limit such as ulimit -v) cannot satisfy is said as such: std::bad_alloc's
+// own text names no cause.
+std::string error_message(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+    return "out of memory: an allocation failed (the input asks for more memory than this machine or its limits allow)";
+  return one_line(e.what());
 }
 
 // Model and optimizer flags of `phasor train`; each overrides the config file.
@@ -153,7 +163,7 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "train" && !config_argument(argc, argv).empty())
       train_opts = options_from_file(config_argument(argc, argv));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "phasor: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "phasor: %s\n", error_message(e).c_str());
     return 1;
   }
   std::string config_file, resume_dir;
@@ -380,11 +390,12 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const std::exception& e) {
+    const std::string message = error_message(e);
     if (world().world_size() > 1) {  // one rank failing takes the whole job down, rather than leaving the others waiting
-      std::fprintf(stderr, "phasor: rank %d of %d: %s\n", world().rank(), world().world_size(), one_line(e.what()).c_str());
+      std::fprintf(stderr, "phasor: rank %d of %d: %s\n", world().rank(), world().world_size(), message.c_str());
       world().abort(1);
     }
-    std::fprintf(stderr, "phasor: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "phasor: %s\n", message.c_str());
     return 1;
   }
   return 0;
