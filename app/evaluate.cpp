@@ -60,14 +60,18 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
   PHASOR_CHECK(options.tokens >= 0, "generate: --tokens must be non-negative, got ", options.tokens);
   PHASOR_CHECK(std::isfinite(options.temperature) && options.temperature >= 0,
                "generate: --temperature must be a finite number >= 0, got ", options.temperature);
-  // The KV cache holds every position: bound it (and keep the sum below from overflowing).
+  // The KV cache grows with the tokens actually generated (KVCache::reserve), so
+  // memory follows the output. This bound refuses, up front, a request that would
+  // run for days: every token attends to all before it, so 2^24 positions cost
+  // some 10^15 flops of attention even on a tiny model. It also keeps the sum
+  // below from overflowing.
   constexpr int64_t kMaxPositions = int64_t{1} << 24;
   PHASOR_CHECK(options.tokens <= kMaxPositions && static_cast<int64_t>(prompt.size()) <= kMaxPositions - options.tokens,
                "generate: a prompt of ", prompt.size(), " tokens plus --tokens ", options.tokens,
                " is more than the limit of 2^24 positions");
   NoGradGuard no_grad;
   const int64_t total = static_cast<int64_t>(prompt.size()) + options.tokens;
-  KVCache cache = model.make_cache(1, total);
+  KVCache cache = model.make_cache(1, total);  // refuses a request past a 'learned' model's max_seq_len
   Generator gen(options.seed);
   std::vector<int64_t> out;
   Tensor logits = model.forward(from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}), &cache);

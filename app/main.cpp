@@ -12,6 +12,7 @@
 #include <iostream>
 #include <span>
 #include <variant>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,15 @@ std::string one_line(const char* message) {
     }
   }
   return out;
+}
+
+// The one line a failure prints after "phasor: ". An allocation the machine (or
+// a limit such as ulimit -v) cannot satisfy is said as such: std::bad_alloc's
+// own text names no cause.
+std::string error_message(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+    return "out of memory: an allocation failed (the input asks for more memory than this machine or its limits allow)";
+  return one_line(e.what());
 }
 
 // The flags of an option table (models/options.h): --<name with '-' for '_'>,
@@ -162,7 +172,7 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "train" && !config_argument(argc, argv).empty())
       train_opts = options_from_file(config_argument(argc, argv));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "phasor: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "phasor: %s\n", error_message(e).c_str());
     return 1;
   }
   std::string config_file, resume_dir;
@@ -385,17 +395,18 @@ int main(int argc, char** argv) {
       std::printf("wrote %s\n", attention_out.c_str());
       return 0;
     }
-    if (*info_cmd) {
-      const auto model = load_model(checkpoint);
-      std::printf("%s\nparameters: %ld\n", to_json(model->config()).dump(2).c_str(), static_cast<long>(model->parameter_count()));
+    if (*info_cmd) {  // the file alone, checked whole: no model is built
+      const ModelFile file = read_model_file(checkpoint);
+      std::printf("%s\nparameters: %ld\n", to_json(file.config).dump(2).c_str(), static_cast<long>(parameter_count(file.config)));
       return 0;
     }
   } catch (const std::exception& e) {
+    const std::string message = error_message(e);
     if (world().world_size() > 1) {  // one rank failing takes the whole job down, rather than leaving the others waiting
-      std::fprintf(stderr, "phasor: rank %d of %d: %s\n", world().rank(), world().world_size(), one_line(e.what()).c_str());
+      std::fprintf(stderr, "phasor: rank %d of %d: %s\n", world().rank(), world().world_size(), message.c_str());
       world().abort(1);
     }
-    std::fprintf(stderr, "phasor: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "phasor: %s\n", message.c_str());
     return 1;
   }
   return 0;

@@ -2,8 +2,10 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -107,6 +109,50 @@ void set_threads(int threads) {
 
 Device device_of(const TrainOptions& o) { return o.device == "cpu" ? kCPU : cuda(0); }
 
+// The most memory this process can still get: the least of its address-space
+// limit (ulimit -v), the machine's available memory and free swap (which the
+// kernel's out-of-memory killer enforces, whatever malloc returned), and what
+// its cgroup's memory.max leaves.
+uint64_t available_memory_bytes() {
+  uint64_t available = UINT64_MAX;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) available = std::min<uint64_t>(available, limit.rlim_cur);
+  std::ifstream meminfo("/proc/meminfo");
+  uint64_t free_kb = 0, fields = 0;
+  for (std::string key; meminfo >> key;) {
+    uint64_t kb = 0;
+    meminfo >> kb;
+    if (key == "MemAvailable:" || key == "SwapFree:") free_kb += kb, ++fields;
+    meminfo.ignore(64, '\n');
+  }
+  if (fields == 2) available = std::min(available, free_kb * 1024);
+  uint64_t cgroup_max = 0, cgroup_used = 0;
+  std::ifstream max_file("/sys/fs/cgroup/memory.max"), current_file("/sys/fs/cgroup/memory.current");  // "max": no limit
+  if (max_file >> cgroup_max && current_file >> cgroup_used) available = std::min(available, cgroup_max - std::min(cgroup_max, cgroup_used));
+  return available;
+}
+
+// A model that cannot fit is refused before anything is read or built, rather
+// than by the allocator after minutes of initialising, or by the kernel's
+// out-of-memory killer. The estimate is a lower bound, so no run that could fit
+// is refused: on the CPU, 16 bytes a parameter (the weights, AdamW's two
+// moments and, from the first step on, the gradients; 12 for a run of no
+// steps); for a GPU run, the 4 bytes a parameter of the host copy built first.
+// A run just under it can still run out of memory later, for its activations.
+void refuse_a_model_too_large_for_memory(const TrainOptions& o) {
+  const double parameters = static_cast<double>(parameter_count(o.model));
+  const double per_parameter = device_of(o) != kCPU ? 4.0 : o.steps > 0 ? 16.0 : 12.0;
+  const double needed = parameters * per_parameter;
+  const double available = static_cast<double>(available_memory_bytes());
+  if (needed <= available) return;
+  char message[256];
+  std::snprintf(message, sizeof message,
+                "train: a model of %.0f parameters needs at least %.2f GiB (%.0f bytes a parameter), more than the %.2f GiB of "
+                "memory available to this process",
+                parameters, needed / 1073741824.0, per_parameter, available / 1073741824.0);
+  fail(message);
+}
+
 // Checkpoints hold CPU tensors, whatever device trained.
 nn::StateDict on_cpu(const nn::StateDict& state) {
   nn::StateDict out;
@@ -134,6 +180,7 @@ struct Run {
 
   explicit Run(const TrainOptions& o) : options(o) {
     validate(o);
+    refuse_a_model_too_large_for_memory(o);
     set_threads(o.threads);
     const ByteTokenizer tokenizer;
     PHASOR_CHECK(o.model.vocab_size >= tokenizer.vocab_size(), "train: vocab_size ", o.model.vocab_size,
@@ -394,6 +441,8 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps) {
                "; resume with the same number of ranks (the global batch and each rank's data shard depend on it)");
   options.run_dir = run_dir;
   if (total_steps > 0) options.steps = total_steps;
+  // The tensors against the config before a model of the config's size is built.
+  check_model_tensors(ckpt.model, options.model, dir + "/model.safetensors");
   Run run(options);
   run.model->load_state_dict(ckpt.model);
   int64_t optimizer_steps = 0;

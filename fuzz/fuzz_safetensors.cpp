@@ -1,8 +1,9 @@
 // libFuzzer target for the model-file loader, short of building the model:
 // phasor::safetensors::parse, then what load_model does with what parses
 // (nn::from_contents turning records into tensors, config_from_metadata reading
-// the model config). Any input must either load or throw phasor::Error;
-// anything else (a crash, a sanitizer report, another exception type) is a bug.
+// the model config, check_model_tensors comparing the two). Any input must
+// either load or throw phasor::Error; anything else (a crash, a sanitizer
+// report, another exception type) is a bug.
 // Built and run by scripts/ci_fuzz.sh (which compiles the library for it):
 //   bash scripts/ci_fuzz.sh safetensors
 // The seeds in fuzz/corpus/safetensors are small files written by serialize(),
@@ -26,12 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const phasor::Error&) {
     return 0;
   }
+  phasor::nn::StateDict tensors;
   try {
-    phasor::nn::from_contents(contents, "fuzz");
+    tensors = phasor::nn::from_contents(contents, "fuzz");
   } catch (const phasor::Error&) {
   }
   try {
-    phasor::config_from_metadata(contents.metadata, "fuzz");
+    const phasor::ModelConfig config = phasor::config_from_metadata(contents.metadata, "fuzz");
+    // The checks load_model makes before it builds the model (which is not built here).
+    phasor::check_model_tensors(tensors, config, "fuzz");
   } catch (const phasor::Error&) {
   }
   return 0;

@@ -1,5 +1,6 @@
 #include "models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/functions.h"
@@ -173,6 +174,36 @@ CausalLM::CausalLM(const ModelConfig& config, uint64_t seed) : config_(config) {
   }
 }
 
+std::map<std::string, Dims> parameter_shapes(const ModelConfig& config) {
+  const int64_t V = config.vocab_size, D = config.d_model, F = config.d_ff;
+  std::map<std::string, Dims> shapes{{"tok_emb.weight", {V, D}}, {"norm.weight", {D}}};
+  if (config.variant().embedding == PositionEmbedding::Learned) shapes["pos_emb.weight"] = {config.max_seq_len, D};
+  if (!config.tie_embeddings) shapes["lm_head.weight"] = {V, D};
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    const std::string layer = "layers." + std::to_string(l) + ".";
+    shapes[layer + "attn_norm.weight"] = {D};
+    for (const char* w : {"wq", "wk", "wv", "wo"}) shapes[layer + "attn." + w + ".weight"] = {D, D};
+    if (config.position == Position::ComplexFormer) {
+      shapes[layer + "attn.delta"] = {config.n_heads, config.pairs()};
+      shapes[layer + "attn.phase_bias"] = {config.n_heads, config.pairs()};
+      shapes[layer + "attn.beta"] = {config.n_heads};
+    }
+    shapes[layer + "ffn_norm.weight"] = {D};
+    shapes[layer + "ffn.w1.weight"] = {F, D};
+    shapes[layer + "ffn.w3.weight"] = {F, D};
+    shapes[layer + "ffn.w2.weight"] = {D, F};
+  }
+  return shapes;
+}
+
+int64_t parameter_count(const ModelConfig& config) {
+  const int64_t V = config.vocab_size, D = config.d_model, F = config.d_ff, H = config.n_heads;
+  int64_t per_layer = 4 * D * D + 3 * D * F + 2 * D;
+  if (config.position == Position::ComplexFormer) per_layer += 2 * H * config.pairs() + H;
+  return V * D * (config.tie_embeddings ? 1 : 2) + (config.variant().embedding == PositionEmbedding::Learned ? config.max_seq_len * D : 0) +
+         config.n_layers * per_layer + D;
+}
+
 Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   PHASOR_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 2, "model: tokens must be int64 [batch, seq], got ", tokens.dtype(),
                " ", tokens.shape());
@@ -183,6 +214,7 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   for (int64_t i = 0; i < host_ids.numel(); ++i)
     PHASOR_CHECK(p[i] >= 0 && p[i] < config_.vocab_size, "model: token ", p[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
   const Tensor ids = ops::to_device(host_ids, device());
+  if (cache) cache->reserve(offset + n);
 
   Tensor x = tok_emb_->forward(ids);
   const PositionEmbedding embedding = config_.variant().embedding;
@@ -199,14 +231,33 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {
   return cross_entropy(reshape(logits, {-1, config_.vocab_size}), ops::to_device(ops::reshape(targets, {-1}), logits.device()));
 }
 
-KVCache CausalLM::make_cache(int64_t batch, int64_t capacity) const {
-  check_positions_fit(config_, capacity, "generate: prompt + tokens");
+KVCache CausalLM::make_cache(int64_t batch, int64_t max_length) const {
+  check_positions_fit(config_, max_length, "generate: prompt + tokens");
+  PHASOR_CHECK(batch > 0 && max_length >= 0, "make_cache: batch must be positive and max_length non-negative, got ", batch, " and ",
+               max_length);
+  // The first allocation: a normal request fits in it; a long one grows from it (KVCache::reserve).
+  constexpr int64_t kFirstCapacity = 256;
   KVCache cache;
-  cache.capacity = capacity;
+  cache.max_length = max_length;
+  cache.capacity = std::min(max_length, kFirstCapacity);
   for (size_t l = 0; l < layers.size(); ++l)
-    cache.layers.push_back({zeros({batch, capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),
-                            zeros({batch, capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device())});
+    cache.layers.push_back({zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),
+                            zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device())});
   return cache;
+}
+
+void KVCache::reserve(int64_t positions) {
+  PHASOR_CHECK(positions <= max_length, "KV cache: made for at most ", max_length, " positions, asked for ", positions);
+  if (positions <= capacity) return;
+  // Doubling keeps the copies to O(final length) in all; never past what the request can use.
+  const int64_t grown = std::min(max_length, std::max(positions, capacity > max_length / 2 ? max_length : 2 * capacity));
+  for (LayerCache& layer : layers)
+    for (Tensor* stored : {&layer.keys, &layer.values}) {
+      Tensor bigger = zeros({stored->size(0), grown, stored->size(2), stored->size(3)}, DType::Float32, stored->device());
+      ops::copy_(ops::narrow(bigger, 1, 0, length), ops::narrow(*stored, 1, 0, length));
+      *stored = bigger;
+    }
+  capacity = grown;
 }
 
 void CausalLM::to(Device device) { nn::Module::to(device); }

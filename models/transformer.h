@@ -1,7 +1,9 @@
 #pragma once
 // The causal language model of docs/spec.md ("The network"), every
 // `position` variant, with a KV cache for generation.
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/config.h"
@@ -9,14 +11,22 @@
 
 namespace phasor {
 
-// Keys (already rotated) and values of one layer, preallocated to a capacity.
+// Keys (already rotated) and values of one layer: positions 0..length-1 of
+// KVCache are filled, the rest is room to grow.
 struct LayerCache {
   Tensor keys, values;  // [B, capacity, H, d]
 };
+// The cache grows as it fills (CausalLM::forward calls reserve), so its memory
+// follows the positions actually stored, not the length a request might reach.
 struct KVCache {
   std::vector<LayerCache> layers;
-  int64_t length = 0;  // positions already stored
-  int64_t capacity = 0;
+  int64_t length = 0;        // positions already stored
+  int64_t capacity = 0;      // positions allocated
+  int64_t max_length = 0;    // the most positions it may hold: the request it was made for
+  // Makes room for `positions` positions: the capacity at least doubles (to at
+  // least `positions`, at most max_length), the stored positions are copied.
+  // A request past max_length is an error.
+  void reserve(int64_t positions);
 };
 
 // ALiBi slopes of the spec (including the rule for head counts that are not powers of two).
@@ -80,7 +90,9 @@ class CausalLM : public nn::Module {
   // Mean cross-entropy of next-token predictions.
   Tensor loss(const Tensor& tokens, const Tensor& targets) const;
 
-  KVCache make_cache(int64_t batch, int64_t capacity) const;
+  // A cache for up to max_length positions (refused beyond a 'learned' model's
+  // max_seq_len). It starts small and grows as forward() fills it.
+  KVCache make_cache(int64_t batch, int64_t max_length) const;
   // Moves the model to `device` (parameters in place; see nn::Module::to). Tokens
   // may still be given on the CPU: forward() copies them over.
   void to(Device device);
@@ -99,6 +111,15 @@ class CausalLM : public nn::Module {
   std::shared_ptr<nn::RMSNorm> norm_;
   std::shared_ptr<nn::Linear> lm_head_;
 };
+
+// The parameters of a CausalLM of `config`, by name, with their shapes: the
+// table of docs/spec.md, "Checkpoint layout". Computed from the config alone,
+// nothing allocated, so a model file can be checked against its config before
+// a model of that size is built. `config` must be valid.
+std::map<std::string, Dims> parameter_shapes(const ModelConfig& config);
+// The number of parameters of that model (the sum over parameter_shapes), by
+// the spec's formula ("Parameter count"), in constant time. `config` must be valid.
+int64_t parameter_count(const ModelConfig& config);
 
 // Sinusoidal position encodings PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(...), rows offset..offset+n-1.
 Tensor sinusoidal_positions(int64_t n, int64_t d_model, int64_t offset);

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <sstream>
+#include <map>
+#include <string>
 
 #include "models/transformer.h"
 #include "nn/optim.h"
@@ -286,4 +288,47 @@ TEST_CASE("euler_phase: angle forward, gradient i z / (|z|^2 + eps) backward; gr
   const c128 z0(3e-6, -4e-6), want = c128(0, 1) * z0 / (std::norm(z0) + ops::kEulerEps);
   CHECK(std::abs(got[0] - want) <= 1e-12 * std::abs(want));
   CHECK(got[1] == c128(0, 0));  // finite (zero) at the origin
+}
+
+TEST_CASE("parameter_shapes and parameter_count describe the model a config builds, for every variant") {
+  for (const Position position : all_positions())
+    for (const bool tied : {true, false}) {
+      INFO(position_name(position), tied ? " tied" : " untied");
+      ModelConfig c = small_config(position);
+      c.tie_embeddings = tied;
+      const CausalLM model(c);
+      std::map<std::string, Dims> built;
+      for (const auto& [name, p] : model.named_parameters()) built.emplace(name, p.shape());
+      CHECK(parameter_shapes(c) == built);
+      CHECK(parameter_count(c) == model.parameter_count());
+    }
+}
+
+TEST_CASE("a KV cache that grows as it fills gives the logits of one allocated whole, bit for bit") {
+  for (const Position position : all_positions())
+    for (const int64_t batch : {1, 2}) {
+      INFO(position_name(position), " batch ", batch);
+      ModelConfig c = small_config(position);
+      c.max_seq_len = 600;
+      c.cmha_init = CmhaInit::Paper;
+      const CausalLM model(c, 43);
+      NoGradGuard no_grad;
+      const Tensor tokens = random_tokens(batch, 600, 9);
+      KVCache grown = model.make_cache(batch, 600), whole = model.make_cache(batch, 600);
+      whole.reserve(600);  // what make_cache allocated before the cache could grow
+      CHECK(grown.capacity < 600);
+      CHECK(whole.capacity == 600);
+      bool identical = true;
+      for (int64_t at = 0, n = 7; at < 600; at += n, n = 1) {  // a prompt of 7, then one token at a time
+        const Tensor chunk = tokens.narrow(1, at, n).contiguous();
+        const Tensor a = model.forward(chunk, &grown), b = model.forward(chunk, &whole);
+        identical = identical && a.to_vector<float>() == b.to_vector<float>();
+      }
+      CHECK(identical);
+      CHECK(grown.length == 600);
+      CHECK(grown.capacity == 600);  // doubled from its first size, never past the request
+      // Past the request: the cache refuses (a learned model's own limit, also 600 here, speaks first).
+      CHECK_THROWS_WITH_AS(model.forward(tokens.narrow(1, 0, 1).contiguous(), &grown),
+                           doctest::Contains(position == Position::Learned ? "exceeds max_seq_len 600" : "600 positions"), Error);
+    }
 }
