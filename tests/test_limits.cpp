@@ -29,10 +29,12 @@
 #include "models/transformer.h"
 #include "nn/checkpoint.h"
 #include "phasor.h"
+#include "tests/helpers.h"
 
 extern char** environ;
 
 using namespace phasor;
+using namespace phasor::test;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
@@ -42,28 +44,7 @@ constexpr rlim_t kMemoryLimit = rlim_t{3} << 29;  // 1.5 GiB of address space fo
 constexpr double kRefusalSeconds = 10;            // a refusal made up front, even on a busy 2-core machine
 constexpr long kRefusalMaxRssKb = 200 * 1024;     // ... and without building what the input asks for
 
-// This suite's scratch folder, made empty once per process.
-fs::path scratch() {
-  static const fs::path root = [] {
-    const fs::path r = fs::path(PHASOR_TEST_TMP) / ("phasor_limits_" + std::to_string(::getpid()));
-    fs::remove_all(r);
-    fs::create_directories(r);
-    return r;
-  }();
-  return root;
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  fs::create_directories(p.parent_path());
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  REQUIRE(out.good());
-}
+fs::path scratch() { return scratch_root("limits", /*remove_at_exit=*/true); }
 
 struct Outcome {
   bool exited = false;     // ended by itself, with an exit status
@@ -168,7 +149,7 @@ void check_refused(const Outcome& r, const std::string& must_mention) {
 }
 
 ModelConfig tiny_config(Position position = Position::Rope) {
-  return {.position = position, .d_model = 16, .n_layers = 1, .n_heads = 2, .d_ff = 32, .max_seq_len = 64};
+  return model_config(position, {.d_model = 16, .n_layers = 1, .n_heads = 2, .d_ff = 32, .max_seq_len = 64});
 }
 
 fs::path model_file(const std::string& name, const ModelConfig& c) {
