@@ -200,7 +200,9 @@ TEST_CASE("L1 a tiny model file whose config claims a huge model: info, eval, ge
       {claiming_file("wide_vocab", {{"vocab_size", 30'000'000}}), "the file's data section holds only"},
       {claiming_file("wide_model", {{"d_model", 8192}, {"n_heads", 2}}), "the file's data section holds only"},
       {claiming_file("deep_model", {{"n_layers", 20'000}, {"d_model", 64}, {"d_ff", 128}}), "its config describes 20000 layers"}};
-  for (const auto& [file, must_mention] : claims) {
+  for (const auto& claim : claims) {  // a pair, not a structured binding: clang 14 cannot capture those in CAPTURE's lambda
+    const fs::path& file = claim.first;
+    const std::string& must_mention = claim.second;
     CAPTURE(file.string());
     const fs::path grad_out = scratch() / "grad.safetensors";
     check_refused(run_limited({"info", file.string()}, 60), must_mention);
