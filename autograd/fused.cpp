@@ -2,6 +2,7 @@
 // (tensor/fused.h; kernels in tensor/cpu/fused.cpp), with the maths stated there.
 #include "autograd/fused.h"
 
+#include "autograd/functions.h"
 #include "autograd/node.h"
 
 namespace phasor {
@@ -49,6 +50,28 @@ Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, con
   return record("attention_softmax", probs, {scores}, [sp = SavedTensor(probs), scale](const Tensor& g) -> Grads {
     return {ops::attention_softmax_backward(g, sp.get(), scale)};
   });
+}
+
+// The backward recomputes the probabilities from q, k, v and the saved
+// log-sum-exps (FlashAttention-2): nothing of size Nq x Nk is saved.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset, const Tensor& slopes) {
+  const ops::AttentionParams params{scale, offset, slopes};
+  ops::AttentionResult r = ops::causal_attention(q, k, v, params);
+  return record("causal_attention", r.out, {q, k, v},
+                [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(r.out), sl = SavedTensor(r.logsumexp),
+                 params](const Tensor& g) -> Grads {
+                  ops::AttentionGrads d = ops::causal_attention_backward(g, sq.get(), sk.get(), sv.get(), {so.get(), sl.get()}, params);
+                  return {d.dq, d.dk, d.dv};
+                });
+}
+
+// Scores = Re(q' k'^H) = q_real k_real^T over the interleaved layout: one real GEMM per (batch, head).
+Tensor materialized_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset, const Tensor& slopes,
+                              Tensor* probs) {
+  const Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
+  const Tensor p = attention_softmax(s, scale, offset, slopes);
+  if (probs) *probs = p;
+  return permute(matmul(p, permute(v, {0, 2, 1, 3})), {0, 2, 1, 3});
 }
 
 }  // namespace phasor

@@ -1,5 +1,6 @@
 #pragma once
 // Differentiable fused ops of the transformer (kernels in tensor/fused.h).
+#include "tensor/attention.h"
 #include "tensor/fused.h"
 
 namespace phasor {
@@ -14,6 +15,15 @@ Tensor rotate(const Tensor& z, const Tensor& table);
 // ComplexFormer's Euler transform + adaptive differential rotation, one pass each way.
 Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
                    double rope_base);
+// Fused causal attention over q [B, Nq, H, d] and k, v [B, Nk, H, d] (see
+// ops::causal_attention): softmax(scale q k^T - ALiBi bias, causal) v, with O(N d)
+// memory. Query i sits at position offset + i; slopes [H] may be undefined.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0, const Tensor& slopes = Tensor());
+// The same attention composed of autograd ops, every score and probability
+// materialised ([B, H, Nq, Nk]): the readable reference of causal_attention.
+// `probs`, when given, receives the probabilities.
+Tensor materialized_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0,
+                              const Tensor& slopes = Tensor(), Tensor* probs = nullptr);
 // Causal softmax of scale * scores (minus ALiBi slopes * distance when given).
 Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes = Tensor());
 

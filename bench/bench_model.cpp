@@ -1,6 +1,7 @@
 // Model-level benchmarks: training throughput of the README's model for
 // complexformer and rope (the ComplexFormer overhead is their ratio), the
-// rotation alone, and generation cost per token at several cache lengths.
+// rotation alone, fused attention against the materialised path, and
+// generation cost per token at several cache lengths.
 //
 //   build/bench/bench_model --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -9,6 +10,7 @@
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tensor/storage.h"
 
 using namespace phasor;
 
@@ -68,6 +70,39 @@ void BM_rope_rotation(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * z.nbytes() * 4);
 }
 BENCHMARK(BM_rope_rotation)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Attention alone, forward + backward, B 1 x H 4 heads of width d over N
+// positions: the fused op against the materialised path. Reports the causal
+// attention FLOPs (4 N^2 d per head forward: two GEMMs, half of each masked;
+// backward 2.5x that) per second, and the allocator's peak above the inputs.
+void BM_attention(benchmark::State& state, AttentionImpl impl) {
+  const int64_t n = state.range(0), d = state.range(1), h = 4;
+  Generator g(1);
+  const Tensor q = randn({1, n, h, d}, DType::Float32, &g).requires_grad_();
+  const Tensor k = randn({1, n, h, d}, DType::Float32, &g).requires_grad_();
+  const Tensor v = randn({1, n, h, d}, DType::Float32, &g).requires_grad_();
+  const Tensor grad = randn({1, n, h, d}, DType::Float32, &g);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const int64_t before = memory_stats(DeviceType::CPU).in_use;
+  reset_peak_memory(DeviceType::CPU);
+  for (auto _ : state) {
+    const Tensor o = impl == AttentionImpl::Fused ? causal_attention(q, k, v, scale) : materialized_attention(q, k, v, scale);
+    o.backward(grad);
+  }
+  const double flops = 3.5 * 4.0 * static_cast<double>(n * n * d * h) / 2.0;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["peak_MiB"] = static_cast<double>(memory_stats(DeviceType::CPU).peak - before) / (1 << 20);
+}
+BENCHMARK_CAPTURE(BM_attention, fused, AttentionImpl::Fused)
+    ->ArgsProduct({{128, 512, 1024, 2048, 4096}, {32, 64}})
+    ->ArgNames({"N", "d"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, materialized, AttentionImpl::Materialized)
+    ->ArgsProduct({{128, 512, 1024, 2048, 4096}, {32, 64}})
+    ->ArgNames({"N", "d"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // One new token with `cache` positions already stored (KV cache): should stay near flat.
 void BM_generate_token(benchmark::State& state) {

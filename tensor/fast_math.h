@@ -1,15 +1,19 @@
 #pragma once
-// Branch-free float32 atan2 and sincos that the compiler can vectorise (the
-// libm calls cannot be), for the ComplexFormer rotation's inner loops.
+// Branch-free float32 atan2, sincos and exp that the compiler can vectorise
+// (the libm calls cannot be), for the inner loops of the ComplexFormer
+// rotation and of the fused attention.
 // Cephes-style: range reduction plus minimax polynomials; errors are a few
 // float32 ulps (checked against libm in tests/test_fast_math.cpp).
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace phasor::fastmath {
 
 // Precision-generic front ends: float takes the fast path, double keeps libm.
 inline double atan2(double y, double x);
 inline void sincos(double t, double& s, double& c);
+inline double exp(double x);
 
 constexpr float kPi = 3.14159265358979f;
 constexpr float kPiOver2 = 1.57079632679490f;
@@ -40,7 +44,9 @@ inline float atan2(float y, float x) {
   return std::copysign(r, y);
 }
 
-// sin and cos of t (|t| up to ~1e5 keeps the reduction exact in float).
+// sin and cos of t. The reduction is exact while |t| <= kSincosExactRange;
+// past it the error grows like |t| 2^-24 (float32's own spacing of t there).
+constexpr float kSincosExactRange = 1e5f;
 inline void sincos(float t, float& s, float& c) {
   // Quadrant q = round(t 2/pi), by the 1.5 * 2^23 trick (vectorises without SSE4.1): t ~ q pi/2 + r, |r| <= pi/4.
   const float q = (t * 0.636619772367581f + 12582912.0f) - 12582912.0f;
@@ -58,7 +64,23 @@ inline void sincos(float t, float& s, float& c) {
   c = ((quadrant + 1) & 2) ? -c0 : c0;
 }
 
+// e^x for x <= 88 (the softmax's exponent is never positive); x < -87.3 gives 0
+// (e^x is then below the smallest normal float), -inf gives 0, NaN stays NaN.
+inline float exp(float x) {
+  constexpr float kLowest = -87.3365447f, kHighest = 88.0f;
+  const float xc = x < kLowest ? kLowest : (x > kHighest ? kHighest : x);
+  // e^x = 2^n e^r with n = round(x / ln 2) and r = x - n ln 2 (ln 2 in two parts, Cody-Waite), |r| <= ln2 / 2.
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float p = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r + 1.6666665459e-1f) * r +
+                   5.0000001201e-1f) * (r * r) + r + 1.0f;
+  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);  // 2^n, n in [-126, 127]
+  const float e = p * two_n;
+  return x != x ? x : (x < kLowest ? 0.0f : e);
+}
+
 inline double atan2(double y, double x) { return std::atan2(y, x); }
+inline double exp(double x) { return std::exp(x); }
 inline void sincos(double t, double& s, double& c) {
   s = std::sin(t);
   c = std::cos(t);

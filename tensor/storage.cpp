@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -33,7 +34,33 @@ Allocator*& slot(DeviceType type) {
   return allocators[static_cast<int>(type)];
 }
 
+struct Counters {
+  std::atomic<int64_t> in_use{0}, peak{0};
+};
+Counters& counters(DeviceType type) {
+  static Counters per_type[2];
+  return per_type[static_cast<int>(type)];
+}
+
+void count_allocation(DeviceType type, int64_t nbytes) {
+  Counters& c = counters(type);
+  const int64_t now = c.in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  int64_t peak = c.peak.load(std::memory_order_relaxed);
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
+
+MemoryStats memory_stats(DeviceType type) {
+  const Counters& c = counters(type);
+  return {c.in_use.load(std::memory_order_relaxed), c.peak.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_memory(DeviceType type) {
+  Counters& c = counters(type);
+  c.peak.store(c.in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 Allocator* allocator_for(Device device) {
   if (device.is_cpu()) {
@@ -49,10 +76,12 @@ void register_allocator(DeviceType type, Allocator* allocator) { slot(type) = al
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   data_ = nbytes ? allocator_for(device)->allocate(nbytes) : nullptr;
+  count_allocation(device.type, static_cast<int64_t>(nbytes));
 }
 
 Storage::~Storage() {
   if (data_) allocator_for(device_)->deallocate(data_, nbytes_);
+  counters(device_.type).in_use.fetch_sub(static_cast<int64_t>(nbytes_), std::memory_order_relaxed);
 }
 
 }  // namespace phasor

@@ -19,6 +19,15 @@ class Allocator {
 Allocator* allocator_for(Device device);
 void register_allocator(DeviceType type, Allocator* allocator);
 
+// Bytes held by live tensor storages of one device type, and the most held at
+// once since the last reset: what a memory bound is measured against (the
+// allocator's view, not the process's RSS, which also counts freed heap pages).
+struct MemoryStats {
+  int64_t in_use = 0, peak = 0;
+};
+MemoryStats memory_stats(DeviceType type);
+void reset_peak_memory(DeviceType type);  // peak = in_use
+
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
