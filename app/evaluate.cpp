@@ -61,14 +61,11 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
   PHASOR_CHECK(std::isfinite(options.temperature) && options.temperature >= 0,
                "generate: --temperature must be a finite number >= 0, got ", options.temperature);
   // The KV cache grows with the tokens actually generated (KVCache::reserve), so
-  // memory follows the output. This bound refuses, up front, a request that would
-  // run for days: every token attends to all before it, so 2^24 positions cost
-  // some 10^15 flops of attention even on a tiny model. It also keeps the sum
-  // below from overflowing.
-  constexpr int64_t kMaxPositions = int64_t{1} << 24;
+  // memory follows the output. A request past the positions a model supports
+  // (models/config.h) is refused up front, before the sum below can overflow.
   PHASOR_CHECK(options.tokens <= kMaxPositions && static_cast<int64_t>(prompt.size()) <= kMaxPositions - options.tokens,
-               "generate: a prompt of ", prompt.size(), " tokens plus --tokens ", options.tokens,
-               " is more than the limit of 2^24 positions");
+               "generate: a prompt of ", prompt.size(), " tokens plus --tokens ", options.tokens, " is more than the limit of ",
+               kMaxPositions, " positions");
   NoGradGuard no_grad;
   const int64_t total = static_cast<int64_t>(prompt.size()) + options.tokens;
   KVCache cache = model.make_cache(1, total);  // refuses a request past a 'learned' model's max_seq_len

@@ -259,7 +259,8 @@ int main(int argc, char** argv) {
   int sweep_jobs = 0;
   bool report_only = false;
   auto* sweep_cmd = app.add_subcommand("sweep", "train and evaluate every variant on every task with several seeds (docs/RESULTS.md)");
-  sweep_cmd->add_option("--preset", preset, "quick (a 2-core CPU, under 40 minutes) or full (a GPU)")->check(CLI::IsMember({"quick", "full"}));
+  sweep_cmd->add_option("--preset", preset, "quick (a 2-core CPU, under 40 minutes), long (long context to 65,536 positions, 2 cores, about an hour) or full (a GPU)")
+      ->check(CLI::IsMember({"quick", "long", "full"}));
   sweep_cmd->add_option("--out", sweep_out, "folder of the sweep; rerunning continues it")->required();
   sweep_cmd->add_option("--jobs", sweep_jobs, "cells trained at once (default: the preset's)")->check(CLI::Range(1, 256));
   sweep_cmd->add_option("--steps", sweep_steps, "training steps per cell (default: the preset's)")->check(CLI::PositiveNumber);

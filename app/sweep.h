@@ -51,7 +51,9 @@ struct SweepPlan {
   int64_t seq_len() const { return eval_lengths.front(); }
 };
 
-// "quick" (a 2-core CPU in under 40 minutes) or "full" (sized for a GPU).
+// "quick" (a 2-core CPU in under 40 minutes), "long" (long context: trained at
+// 512, evaluated up to 65,536 positions, a 2-core CPU in about an hour) or
+// "full" (sized for a GPU).
 SweepPlan sweep_preset(const std::string& name);
 nlohmann::json to_json(const SweepPlan& plan);
 SweepPlan sweep_plan_from_json(const nlohmann::json& j);

@@ -1,5 +1,6 @@
 #include "models/config.h"
 
+#include <cmath>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -66,7 +67,21 @@ void ModelConfig::validate() const {
 void check_positions_fit(const ModelConfig& c, int64_t positions, std::string_view what) {
   PHASOR_CHECK(c.variant().embedding != PositionEmbedding::Learned || positions <= c.max_seq_len, what, " ", positions,
                " exceeds max_seq_len ", c.max_seq_len, " of this '", c.position, "' position model");
+  PHASOR_CHECK(c.position != Position::XPos || positions <= xpos_max_positions(c.xpos_scale_base), what, " ", positions, " exceeds the ",
+               xpos_max_positions(c.xpos_scale_base), " positions an 'xpos' model with xpos_scale_base ", c.xpos_scale_base,
+               " supports (its scales would leave float32)");
+  PHASOR_CHECK(positions <= kMaxPositions, what, " ", positions, " exceeds the ", kMaxPositions, " positions Phasor supports");
 }
+
+int64_t xpos_max_distance(double scale_base) {
+  constexpr double kMaxExponent = 82.0;
+  const double smallest_zeta = 0.4 / 1.4;  // zeta_0, whatever the head width
+  return static_cast<int64_t>(std::floor(kMaxExponent * scale_base / std::log(1.0 / smallest_zeta)));
+}
+
+int64_t xpos_max_positions(double scale_base) { return 2 * xpos_max_distance(scale_base) + 1; }
+
+int64_t xpos_origin(double scale_base, int64_t positions) { return positions - 1 <= xpos_max_distance(scale_base) ? 0 : positions / 2; }
 
 nlohmann::json to_json(const ModelConfig& c) { return fields_to_json(c, kModelConfigFields); }
 

@@ -90,11 +90,23 @@ struct ModelConfig {
   void validate() const;
 };
 
-// The one rule on sequence lengths: a `learned` model has a table of
-// max_seq_len positions and cannot run past it (the other variants extrapolate).
-// Throws phasor::Error "<what> <positions> exceeds max_seq_len M of this
-// 'learned' position model", e.g. what = "eval: --seq-len".
+// The one rule on sequence lengths (docs/spec.md, "Positions far out"):
+// - a `learned` model has a table of max_seq_len positions and cannot run past it;
+// - `xpos` runs up to xpos_max_positions (its scales must stay in float32);
+// - no variant runs past kMaxPositions (the float32 phases of the rotary
+//   variants would carry more than 0.06 rad of rounding).
+// Throws phasor::Error "<what> <positions> exceeds ...", e.g. what = "eval: --seq-len".
 void check_positions_fit(const ModelConfig& c, int64_t positions, std::string_view what);
+inline constexpr int64_t kMaxPositions = int64_t{1} << 20;
+// XPos scales a query by zeta_j^((m - o)/S) and a key by zeta_j^(-(n - o)/S);
+// the scores depend on m - n only, so the origin o is free. The scales stay
+// within e^+-82 (float32 ends at e^88.7, and the products with q and k need
+// headroom) while |m - o| <= xpos_max_distance. Positions 0..N-1 measure from
+// o = 0 when that fits, else from the middle, o = N / 2: so N up to
+// 2 xpos_max_distance + 1 positions (67,027 for S = 512).
+int64_t xpos_max_distance(double scale_base);
+int64_t xpos_max_positions(double scale_base);
+int64_t xpos_origin(double scale_base, int64_t positions);
 
 nlohmann::json to_json(const ModelConfig& c);
 // Unknown keys and wrong types are errors; missing keys keep their defaults.

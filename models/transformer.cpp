@@ -76,7 +76,7 @@ Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t o
   return polar(r, theta);
 }
 
-std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset) const {
+std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset, int64_t xpos_origin) const {
   const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
   Tensor q = reshape(wq->forward(x), {b, n, h, d});
   Tensor k = reshape(wk->forward(x), {b, n, h, d});
@@ -97,8 +97,11 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset)
   } else {
     const bool xpos = config_.position == Position::XPos;
     const double scale_base = xpos ? config_.xpos_scale_base : 0.0;
-    qr = rotate(qc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, +1, DType::Complex64), x.device()));
-    kr = rotate(kc, ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, -1, DType::Complex64), x.device()));
+    auto table = [&](int sign) {
+      return ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, sign, DType::Complex64, xpos_origin), x.device());
+    };
+    qr = rotate(qc, table(+1));
+    kr = rotate(kc, table(-1));
   }
   if (probe) {  // gradient studies read these tensors' .grad after backward
     probe->q = qc;
@@ -114,13 +117,13 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset)
 }
 
 Tensor Attention::scores(const Tensor& x, int64_t offset) const {
-  auto [q, k] = rotated_qk(x, offset);
+  auto [q, k] = rotated_qk(x, offset, xpos_origin(config_.xpos_scale_base, offset + x.size(1)));
   return matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
 }
 
-Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache) const {
+Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin) const {
   const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
-  auto [q, k] = rotated_qk(x, offset);
+  auto [q, k] = rotated_qk(x, offset, xpos_origin);
   Tensor v = reshape(wv->forward(x), {b, n, h, d});
   if (cache) {  // generation: append this chunk, attend over everything stored
     PHASOR_CHECK(offset + n <= cache->keys.size(1), "attention: KV cache capacity ", cache->keys.size(1), " exceeded at position ",
@@ -130,13 +133,14 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache) co
     k = ops::narrow(cache->keys, 1, 0, offset + n);
     v = ops::narrow(cache->values, 1, 0, offset + n);
   }
-  // Scores = Re(q' k'^H) = q_real k_real^T over the interleaved layout: one real GEMM per (batch, head).
-  const Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const int64_t query_offset = cache ? offset : 0;  // without a cache the keys are this chunk's own
   const Tensor slopes = slopes_.defined() ? ops::to_device(slopes_, x.device()) : Tensor();
-  const Tensor probs = attention_softmax(s, 1.0 / std::sqrt(static_cast<double>(d)), cache ? offset : 0, slopes);
-  if (probe) probe->probs = probs;
-  const Tensor o = matmul(probs, permute(v, {0, 2, 1, 3}));  // [B, H, N, d]
-  return wo->forward(reshape(permute(o, {0, 2, 1, 3}), {b, n, h * d}));
+  // A probe keeps the probabilities, so it takes the materialised path.
+  const bool fused = attention == AttentionImpl::Fused && !probe;
+  const Tensor o = fused ? causal_attention(q, k, v, scale, query_offset, slopes)
+                         : materialized_attention(q, k, v, scale, query_offset, slopes, probe ? &probe->probs : nullptr);  // [B, N, H, d]
+  return wo->forward(reshape(o, {b, n, h * d}));
 }
 
 // ---------------------------------------------------------------- blocks and model
@@ -148,8 +152,8 @@ Block::Block(const ModelConfig& config, Generator* gen) {
   ffn = register_module("ffn", std::make_shared<nn::SwiGLU>(config.d_model, config.d_ff, gen));
 }
 
-Tensor Block::forward(const Tensor& x, int64_t offset, LayerCache* cache) const {
-  const Tensor h = x + attn->forward(attn_norm->forward(x), offset, cache);
+Tensor Block::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin) const {
+  const Tensor h = x + attn->forward(attn_norm->forward(x), offset, cache, xpos_origin);
   return h + ffn->forward(ffn_norm->forward(h));
 }
 
@@ -220,7 +224,8 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   const PositionEmbedding embedding = config_.variant().embedding;
   if (embedding == PositionEmbedding::Learned) x = x + narrow(pos_emb_->weight, 0, offset, n);
   if (embedding == PositionEmbedding::Sinusoidal) x = x + ops::to_device(sinusoidal_positions(n, config_.d_model, offset), x.device());
-  for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr);
+  const int64_t origin = cache ? cache->xpos_origin : xpos_origin(config_.xpos_scale_base, n);
+  for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr, origin);
   if (cache) cache->length += n;
   const Tensor& head = config_.tie_embeddings ? tok_emb_->weight : lm_head_->weight;
   return matmul(norm_->forward(x), head, MatOp::None, MatOp::Transpose);
@@ -239,6 +244,7 @@ KVCache CausalLM::make_cache(int64_t batch, int64_t max_length) const {
   constexpr int64_t kFirstCapacity = 256;
   KVCache cache;
   cache.max_length = max_length;
+  cache.xpos_origin = xpos_origin(config_.xpos_scale_base, max_length);
   cache.capacity = std::min(max_length, kFirstCapacity);
   for (size_t l = 0; l < layers.size(); ++l)
     cache.layers.push_back({zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),
@@ -266,6 +272,10 @@ Device CausalLM::device() const { return tok_emb_->weight.device(); }
 
 void CausalLM::set_rotation(RotationImpl impl) {
   for (auto& layer : layers) layer->attn->rotation = impl;
+}
+
+void CausalLM::set_attention(AttentionImpl impl) {
+  for (auto& layer : layers) layer->attn->attention = impl;
 }
 
 namespace {

@@ -23,6 +23,7 @@ struct KVCache {
   int64_t length = 0;        // positions already stored
   int64_t capacity = 0;      // positions allocated
   int64_t max_length = 0;    // the most positions it may hold: the request it was made for
+  int64_t xpos_origin = 0;   // where xpos measures its scales from (xpos_origin(S, max_length)), fixed for the cache's life
   // Makes room for `positions` positions: the capacity at least doubles (to at
   // least `positions`, at most max_length), the stored positions are copied.
   // A request past max_length is an error.
@@ -45,24 +46,30 @@ struct AttentionProbe {
 // How the ComplexFormer rotation is computed: the fused op (default) or the
 // composition of autograd ops (the readable reference; same numbers).
 enum class RotationImpl { Fused, Composed };
+// How attention is computed: the fused causal attention op (default; O(N d)
+// memory, ops::causal_attention) or the materialised N x N scores and
+// probabilities (the readable reference, and what a probe needs).
+enum class AttentionImpl { Fused, Materialized };
 
 class Attention : public nn::Module {
  public:
   Attention(const ModelConfig& config, Generator* gen);
   // x [B, N, D] at positions offset..offset+N-1; with a cache, keys/values are
-  // appended to it and attention covers everything stored so far.
-  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache) const;
+  // appended to it and attention covers everything stored so far. xpos
+  // measures its scales from position xpos_origin (models/config.h).
+  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin = 0) const;
   // Pre-softmax scores [B, H, N, N] of a full sequence (for tests and attention maps).
   Tensor scores(const Tensor& x, int64_t offset) const;
 
   std::shared_ptr<nn::Linear> wq, wk, wv, wo;
   Tensor delta, phase_bias, beta;  // complexformer only
   RotationImpl rotation = RotationImpl::Fused;
+  AttentionImpl attention = AttentionImpl::Fused;  // a probe always takes the materialised path (it keeps the probabilities)
   std::shared_ptr<AttentionProbe> probe;  // null: nothing is kept (the default)
 
  private:
   // Queries and keys after the variant's rotation, as real [B, N, H, d] tensors.
-  std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset) const;
+  std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset, int64_t xpos_origin) const;
   // r_out / phi_out receive the Euler transform's intermediates when not null.
   Tensor rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset, Tensor* r_out = nullptr, Tensor* phi_out = nullptr) const;
 
@@ -73,7 +80,7 @@ class Attention : public nn::Module {
 class Block : public nn::Module {
  public:
   Block(const ModelConfig& config, Generator* gen);
-  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache) const;
+  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin = 0) const;
   std::shared_ptr<nn::RMSNorm> attn_norm, ffn_norm;
   std::shared_ptr<Attention> attn;
   std::shared_ptr<nn::SwiGLU> ffn;
@@ -98,6 +105,7 @@ class CausalLM : public nn::Module {
   void to(Device device);
   Device device() const;
   void set_rotation(RotationImpl impl);
+  void set_attention(AttentionImpl impl);
   const ModelConfig& config() const { return config_; }
   std::vector<std::shared_ptr<Block>> layers;
 

@@ -73,7 +73,8 @@ Tensor cross_entropy_backward(double grad, const Tensor& logits_in, const Tensor
 
 // ---------------------------------------------------------------- rotary
 
-Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, int xpos_sign, DType dtype) {
+Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, int xpos_sign, DType dtype,
+                    int64_t xpos_origin) {
   PHASOR_CHECK(is_complex(dtype), "rotary_table: dtype must be complex, got ", dtype);
   Tensor table = empty({n, pairs}, dtype);
   const double d = 2.0 * static_cast<double>(pairs);
@@ -88,7 +89,7 @@ Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, doubl
           double scale = 1.0;
           if (xpos_scale_base > 0) {
             const double zeta = (2.0 * static_cast<double>(j) + 0.4 * d) / (1.4 * d);
-            scale = std::pow(zeta, xpos_sign * pos / xpos_scale_base);
+            scale = std::pow(zeta, xpos_sign * (pos - static_cast<double>(xpos_origin)) / xpos_scale_base);
           }
           p[m * pairs + j] = C(static_cast<R>(scale * std::cos(pos * w)), static_cast<R>(scale * std::sin(pos * w)));
         }

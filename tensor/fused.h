@@ -29,10 +29,14 @@ Tensor cross_entropy_backward(double grad, const Tensor& logits, const Tensor& t
                               int64_t ignore_index, double scale);
 
 // ---- rotary position tables ----
-// table[m, j] = exp(i (offset + m) w_j) * zeta_j^(sign (offset + m) / S) with
-// w_j = base^(-2j/d) (d = 2 P); zeta = 1 (plain RoPE) when xpos_scale_base is 0.
-// Phases are computed in float64 and stored in `dtype` (complex64 or complex128).
-Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, int xpos_sign, DType dtype);
+// table[m, j] = exp(i (offset + m) w_j) * zeta_j^(sign (offset + m - origin) / S)
+// with w_j = base^(-2j/d) (d = 2 P); zeta = 1 (plain RoPE) when xpos_scale_base
+// is 0. The XPos scales of a query and a key multiply to a function of their
+// distance alone, so any common origin gives the same scores; a far one keeps
+// the scales in range (models/config.h, xpos_origin). Phases are computed in
+// float64 and stored in `dtype` (complex64 or complex128).
+Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, int xpos_sign, DType dtype,
+                    int64_t xpos_origin = 0);
 // z [B, N, H, P] complex times table [N, P] (broadcast over B and H). The
 // backward of a multiplication by a table is the multiplication by its conjugate.
 Tensor rotate(const Tensor& z, const Tensor& table, bool conjugate_table);

@@ -472,10 +472,10 @@ TEST_CASE("F4 flags: sizes too large to build") {
   check_train_refused("--steps 2 --n-layers 100000000", "more than the limit of 2^31");
   check_train_refused("--steps 2 --d-model 1099511627776", "more than the limit of 2^31");
   check_refused(phasor_cli("generate --checkpoint " + quote(model_file("valid")) + " --prompt hi --tokens 9223372036854775807"),
-                "limit of 2^24 positions");
+                "limit of 1048576 positions");
   check_refused(phasor_cli("eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(data_file()) +
                            " --seq-len 9223372036854775807"),
-                "hold no window");
+                "eval: --seq-len 9223372036854775807 exceeds the 1048576 positions Phasor supports");
 }
 
 TEST_CASE("F5 flags: a value holding a newline or control bytes stays on one line") {

@@ -222,13 +222,15 @@ TEST_CASE("L1 a tiny model file whose config claims a huge model: info, eval, ge
 
 TEST_CASE("L2 generate: memory follows the tokens generated; a request past the limits is refused up front") {
   ModelConfig c = tiny_config();
-  c.d_model = 32;
+  c.d_model = 256;
+  c.n_heads = 4;
+  c.d_ff = 64;
   c.n_layers = 2;
-  const fs::path model = model_file("small", c);
-  // 16,000,000 tokens (under the 2^24 positions allowed): a KV cache allocated
-  // for the whole request would take 8 GB before the first token. It streams
+  const fs::path model = model_file("wide", c);
+  // 1,000,000 tokens (under the 2^20 positions allowed): a KV cache allocated
+  // for the whole request would take 4 GB before the first token. It streams
   // instead, until the test stops it.
-  const Outcome r = run_limited({"generate", "--checkpoint", model.string(), "--prompt", "In", "--tokens", "16000000", "--seed", "1"}, 4);
+  const Outcome r = run_limited({"generate", "--checkpoint", model.string(), "--prompt", "In", "--tokens", "1000000", "--seed", "1"}, 4);
   INFO(describe(r));
   CHECK(r.timed_out);  // still generating: neither an error nor a kill by the memory limit
   CHECK(r.out.starts_with("In"));
@@ -236,13 +238,13 @@ TEST_CASE("L2 generate: memory follows the tokens generated; a request past the 
   CHECK(r.err.empty());
   CHECK(r.max_rss_kb < refusal_max_rss_kb());
 
-  // 100,000,000 tokens: more than 2^24 positions, which would run for days; refused at once.
+  // 100,000,000 tokens: more than the 2^20 positions a model supports; refused at once.
   check_refused(run_limited({"generate", "--checkpoint", model.string(), "--prompt", "In", "--tokens", "100000000"}, 60),
-                "more than the limit of 2^24 positions");
+                "generate: a prompt of 2 tokens plus --tokens 100000000 is more than the limit of 1048576 positions");
   // A 'learned' model cannot go past max_seq_len: refused before the first token, whatever the size asked.
   const fs::path learned = model_file("learned", tiny_config(Position::Learned));
-  check_refused(run_limited({"generate", "--checkpoint", learned.string(), "--prompt", "In", "--tokens", "16000000"}, 60),
-                "generate: prompt + tokens 16000002 exceeds max_seq_len 64 of this 'learned' position model");
+  check_refused(run_limited({"generate", "--checkpoint", learned.string(), "--prompt", "In", "--tokens", "1000000"}, 60),
+                "generate: prompt + tokens 1000002 exceeds max_seq_len 64 of this 'learned' position model");
 }
 
 TEST_CASE("L3 train: sizes too large to build are refused up front, or end in a clean out-of-memory error") {
@@ -261,13 +263,21 @@ TEST_CASE("L3 train: sizes too large to build are refused up front, or end in a 
   check_refused(train({"--d-model", "12288", "--n-heads", "4", "--n-layers", "1", "--d-ff", "32768"}), "of memory available to this process");
   CHECK(!fs::exists(run));
   check_refused(train({"--n-layers", "2000000", "--d-model", "8", "--n-heads", "2", "--d-ff", "8"}), "of memory available to this process");
-  // A model that fits, with activations that do not (attention scores of 16 x 2 x 8192 x 8192).
-  check_failed_cleanly(train({"--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "8192", "--batch", "16"}),
+  // A model that fits, with activations that do not: 16 x 8192 positions of width 2048, 1 GiB a tensor.
+  // (Attention's own memory is O(N): the fused op holds no 8192 x 8192 scores.)
+  check_failed_cleanly(train({"--d-model", "2048", "--n-heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "8192", "--batch", "16"}),
                        "out of host memory");
 }
 
 TEST_CASE("L4 eval and grad with a --seq-len far beyond what memory holds: a clean out-of-memory error") {
-  const fs::path model = model_file("tiny", tiny_config());
+  // Attention holds O(N) memory (the fused op), so it is the activations that
+  // cannot fit: 100,000 positions of width 1024 take 400 MB a tensor.
+  ModelConfig c = tiny_config();
+  c.d_model = 1024;
+  c.n_heads = 2;
+  c.d_ff = 32;
+  c.n_layers = 1;
+  const fs::path model = model_file("wide-eval", c);
   check_failed_cleanly(run_limited({"eval", "--checkpoint", model.string(), "--data", data_file().string(), "--seq-len", "100000"}, 120),
                        "out of host memory");
   const fs::path grad_out = scratch() / "grad.safetensors";
@@ -277,7 +287,7 @@ TEST_CASE("L4 eval and grad with a --seq-len far beyond what memory holds: a cle
                        "out of host memory");
   CHECK(!fs::exists(grad_out));
   check_refused(run_limited({"eval", "--checkpoint", model.string(), "--data", data_file().string(), "--seq-len", "9223372036854775807"}, 60),
-                "hold no window");
+                "eval: --seq-len 9223372036854775807 exceeds the 1048576 positions Phasor supports");
 }
 
 TEST_CASE("L5 an allocation failing outside the tensor allocator (std::bad_alloc) is one line: out of memory") {

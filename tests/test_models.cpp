@@ -9,6 +9,8 @@
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tensor/fast_math.h"
+#include "tensor/scalar_math.h"
 #include "tests/helpers.h"
 
 using namespace phasor;
@@ -214,6 +216,69 @@ TEST_CASE("position variants: one table of names and properties") {
   CHECK_THROWS_WITH_AS(parse_cmha_init("random"), "config: cmha_init must be 'rope' or 'paper', got 'random'", Error);
 }
 
+TEST_CASE("positions far out: xpos measures its scales from the middle of a long window; the scores do not change") {
+  const ModelConfig c = small_config(Position::XPos);
+  CHECK(xpos_max_positions(512.0) == 67027);
+  CHECK(error_of([&] { check_positions_fit(c, 67027, "x"); }).empty());
+  CHECK(!error_of([&] { check_positions_fit(c, 67028, "x"); }).empty());
+  CHECK(xpos_origin(512.0, 1000) == 0);
+  CHECK(xpos_origin(512.0, 65536) == 32768);
+  const int64_t pairs = c.pairs();
+  // From position 0, the key scale zeta_0^(-n/S) has left float32 by n = 65,535: the reason for the origin.
+  CHECK(!ops::all_finite(ops::view_as_real(ops::rotary_table(1, pairs, 65535, 10000.0, 512.0, -1, DType::Complex64))));
+  // From the middle, every scale of a 65,536-position window is finite, and a
+  // query-key product is exp(i (m - n) w_j) zeta_j^((m - n)/S), computed here in double.
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{65535, 65500}, {40000, 100}, {33000, 32000}, {10, 0}}) {
+    CAPTURE(m);
+    CAPTURE(n);
+    const auto q = ops::rotary_table(1, pairs, m, 10000.0, 512.0, +1, DType::Complex64, 32768).to_vector<c64>();
+    const auto k = ops::rotary_table(1, pairs, n, 10000.0, 512.0, -1, DType::Complex64, 32768).to_vector<c64>();
+    for (int64_t j = 0; j < pairs; ++j) {
+      const double d = 2.0 * static_cast<double>(pairs), w = std::pow(10000.0, -2.0 * static_cast<double>(j) / d);
+      const double zeta = (2.0 * static_cast<double>(j) + 0.4 * d) / (1.4 * d);
+      const c128 want = std::polar(std::pow(zeta, static_cast<double>(m - n) / 512.0), static_cast<double>(m - n) * w);
+      const c128 got = c128(q[j]) * std::conj(c128(k[j]));
+      CHECK(std::abs(got - want) <= 1e-6 * std::abs(want));
+    }
+  }
+  // The model: through a KV cache made for 65,536 positions (origin 32,768, so
+  // the first tokens carry scales near e^+-80) the logits are those of a plain forward (origin 0).
+  const CausalLM model(c, 5);
+  NoGradGuard no_grad;
+  const Tensor tokens = random_tokens(1, 80, 6);
+  const Tensor plain = model.forward(tokens);
+  KVCache cache = model.make_cache(1, 65536);
+  REQUIRE(cache.xpos_origin == 32768);
+  const Tensor cached = model.forward(tokens, &cache);
+  CHECK(max_abs_diff(cached, plain) <= 1e-5 * max_abs(plain));
+  CHECK(contains(error_of([&] { model.make_cache(1, 70000); }), "exceeds the 67027 positions an 'xpos' model"));
+}
+
+TEST_CASE("positions far out: CMHA phases past the fast sincos range are exact for their float32 theta") {
+  // beta 4.5 at position 65,000 puts theta near 300,000 rad, past fastmath's exact
+  // range: the kernel must take libm's sincos there, not the fast reduction.
+  Generator g(8);
+  const int64_t pairs = 4, offset = 65000;
+  const Tensor z = randn({1, 3, 2, pairs}, DType::Complex64, &g);
+  const Tensor delta = normal({2, pairs}, 1.0, 0.3, DType::Float32, &g), bias = randn({2, pairs}, DType::Float32, &g);
+  const Tensor beta = from_vector<float>({4.5f, -3.2f});
+  const auto got = ops::cmha_rotate(z, {delta, bias, beta, offset, 10000.0}).to_vector<c64>();
+  const auto zv = z.to_vector<c64>();
+  const auto dv = delta.to_vector<float>(), bv = bias.to_vector<float>(), betav = beta.to_vector<float>();
+  for (int64_t m = 0; m < 3; ++m)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t j = 0; j < pairs; ++j) {
+        const size_t i = static_cast<size_t>((m * 2 + h) * pairs + j), hj = static_cast<size_t>(h * pairs + j);
+        const float re = zv[i].real(), im = zv[i].imag();
+        const double w = std::pow(10000.0, -2.0 * static_cast<double>(j) / (2.0 * pairs));
+        const float theta = scalar::cmha_theta(dv[hj], fastmath::atan2(im, re), bv[hj], betav[h],
+                                               scalar::cmha_position_angle<float>(static_cast<double>(offset + m), w));
+        const double r = std::sqrt(re * re + im * im + static_cast<float>(ops::kEulerEps));
+        const c128 want = std::polar(r, static_cast<double>(theta));
+        CHECK(std::abs(c128(got[i]) - want) <= 1e-6 * r);
+      }
+}
+
 TEST_CASE("bad model configurations and inputs are refused with clear errors") {
   ModelConfig c = small_config(Position::Rope);
   c.n_heads = 5;
@@ -229,8 +294,14 @@ TEST_CASE("bad model configurations and inputs are refused with clear errors") {
   CHECK(error_of([&] { check_positions_fit(c, 65, "eval: --seq-len"); }) ==
         "eval: --seq-len 65 exceeds max_seq_len 64 of this 'learned' position model");
   CHECK(error_of([&] { check_positions_fit(c, 64, "eval: --seq-len"); }).empty());
-  for (Position p : all_positions())
-    if (p != Position::Learned) CHECK(error_of([&] { check_positions_fit(small_config(p), 1 << 20, "x"); }).empty());
+  for (Position p : all_positions()) {
+    if (p != Position::Learned && p != Position::XPos) CHECK(error_of([&] { check_positions_fit(small_config(p), kMaxPositions, "x"); }).empty());
+    CHECK(error_of([&] { check_positions_fit(small_config(p), kMaxPositions + 1, "eval: --seq-len"); }) ==
+          (p == Position::XPos ? "eval: --seq-len 1048577 exceeds the 67027 positions an 'xpos' model with xpos_scale_base 512 supports (its "
+                                 "scales would leave float32)"
+                               : p == Position::Learned ? "eval: --seq-len 1048577 exceeds max_seq_len 64 of this 'learned' position model"
+                                                        : "eval: --seq-len 1048577 exceeds the 1048576 positions Phasor supports"));
+  }
   CausalLM rope(small_config(Position::Rope));
   CHECK(error_of([&] { (void)rope.forward(from_vector<int64_t>({300}, {1, 1})); }).find("outside the vocabulary") != std::string::npos);
 }

@@ -47,6 +47,32 @@ std::vector<double> frequencies(int64_t pairs, double base) {
   for (int64_t j = 0; j < pairs; ++j) w[j] = std::pow(base, -2.0 * static_cast<double>(j) / (2.0 * static_cast<double>(pairs)));
   return w;
 }
+// The largest |theta| a CMHA call can form: |delta| pi + |phase_bias| + |beta| m w_0
+// at its farthest position. Past fastmath's exact range (about 65,000
+// positions at beta = 1.5) the kernels take libm's sincos in double instead.
+template <class R>
+bool needs_wide_sincos(const ops::CmhaParams& p, int64_t n) {
+  auto largest = [](const Tensor& t) {
+    double m = 0;
+    if (t.defined())
+      for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(static_cast<double>(t.data<R>()[i])));
+    return m;
+  };
+  const double farthest = std::max(std::abs(static_cast<double>(p.offset)), std::abs(static_cast<double>(p.offset + n - 1)));
+  const double bound = largest(p.delta) * M_PI + largest(p.phase_bias) + largest(p.beta) * farthest;  // w_0 = 1
+  return bound > static_cast<double>(fastmath::kSincosExactRange);
+}
+
+template <bool kWide, class R>
+inline void phase_sincos(R theta, R& s, R& c) {
+  if constexpr (kWide) {
+    s = static_cast<R>(std::sin(static_cast<double>(theta)));
+    c = static_cast<R>(std::cos(static_cast<double>(theta)));
+  } else {
+    fastmath::sincos(theta, s, c);
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- RMSNorm
@@ -185,6 +211,7 @@ void CpuBackend::cmha_rotate(const Tensor& out, const Tensor& z, const ops::Cmha
       const C* pz = z.data<C>();
       const R *pd = p.delta.data<R>(), *pbeta = p.beta.data<R>(), *pbias = p.phase_bias.defined() ? p.phase_bias.data<R>() : nullptr;
       C* po = out.data<C>();
+      auto rotate_all = [&]<bool kWide>() {
 #pragma omp parallel for collapse(2) if (threaded(z.numel() * 8))
       for (int64_t bi = 0; bi < b; ++bi)
         for (int64_t m = 0; m < n; ++m) {
@@ -205,12 +232,15 @@ void CpuBackend::cmha_rotate(const Tensor& out, const Tensor& z, const ops::Cmha
               const R phi = fastmath::atan2(im, re);
               const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, scalar::cmha_position_angle<R>(pos, wd[j]));
               R s, c;
-              fastmath::sincos(theta, s, c);
+              phase_sincos<kWide>(theta, s, c);
               zout[2 * j] = r * c;
               zout[2 * j + 1] = r * s;
             }
           }
         }
+      };
+      if (needs_wide_sincos<R>(p, n)) rotate_all.template operator()<true>();
+      else rotate_all.template operator()<false>();
     }
   });
 }
@@ -232,6 +262,7 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g
       const C *pz = z.data<C>(), *pg = g.data<C>();
       const R *pd = p.delta.data<R>(), *pbeta = p.beta.data<R>(), *pbias = p.phase_bias.defined() ? p.phase_bias.data<R>() : nullptr;
       C* pdz = out.dz.data<C>();
+      auto backward_all = [&]<bool kWide>() {
 #pragma omp parallel if (threaded(z.numel() * 8))
       {
         double* acc = sums.mine();
@@ -263,7 +294,7 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g
                 const R mw = scalar::cmha_position_angle<R>(pos, wd[j]);
                 const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, mw);
                 R s, c;
-                fastmath::sincos(theta, s, c);
+                phase_sincos<kWide>(theta, s, c);
                 // u = conj(G) (c + i s)
                 const R u_re = g_re * c + g_im * s;
                 const R u_im = g_re * s - g_im * c;
@@ -280,6 +311,9 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g
             }
           }
       }
+      };
+      if (needs_wide_sincos<R>(p, n)) backward_all.template operator()<true>();
+      else backward_all.template operator()<false>();
       std::vector<double> total(static_cast<size_t>(2 * h * pairs + h));
       sums.total_into(total.data());
       R* odelta = out.ddelta.data<R>();
