@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/attention.h"
 #include "tensor/fused.h"
 #include "tensor/ops.h"
 
@@ -95,6 +96,13 @@ class Backend {
   virtual void cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& grad, const Tensor& z, const ops::CmhaParams& p) = 0;
   virtual void attention_softmax(const Tensor& probs, const Tensor& scores, const Tensor& slopes, double scale, int64_t offset) = 0;
   virtual void attention_softmax_backward(const Tensor& dscores, const Tensor& grad, const Tensor& probs, double scale) = 0;
+  // Fused causal attention (tensor/attention.h): q, k, v, grad and the saved
+  // output have packed heads ([.., H, d] contiguous) but may have any batch and
+  // row strides; the results are contiguous; slopes contiguous or undefined.
+  virtual void attention_forward(const ops::AttentionResult& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const ops::AttentionParams& p) = 0;
+  virtual void attention_backward(const ops::AttentionGrads& out, const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const ops::AttentionResult& forward, const ops::AttentionParams& p) = 0;
   // param, grad, exp_avg, exp_avg_sq: contiguous real arrays of one dtype and size.
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const ops::AdamWStep& s) = 0;
 };

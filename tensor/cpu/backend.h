@@ -53,6 +53,12 @@ class CpuBackend final : public Backend {
   void cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& grad, const Tensor& z, const ops::CmhaParams& p) override;
   void attention_softmax(const Tensor& probs, const Tensor& scores, const Tensor& slopes, double scale, int64_t offset) override;
   void attention_softmax_backward(const Tensor& dscores, const Tensor& grad, const Tensor& probs, double scale) override;
+  // attention.cpp
+  void attention_forward(const ops::AttentionResult& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const ops::AttentionParams& p) override;
+  void attention_backward(const ops::AttentionGrads& out, const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const ops::AttentionResult& forward, const ops::AttentionParams& p) override;
+  // fused.cpp
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const ops::AdamWStep& s) override;
 };
 

@@ -1,0 +1,64 @@
+// Front-ends of the fused causal attention (tensor/attention.h): argument
+// checks, output allocation and operand layout, once for every backend.
+#include "tensor/attention.h"
+
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+namespace phasor::ops {
+
+namespace {
+
+// `t` on `device` with packed heads and elements ([.., H, d] contiguous); batch
+// and row strides are kept, so a narrowed KV cache is read in place.
+Tensor packed_heads(const Tensor& t, Device device) {
+  const Tensor on = on_device(t, device);
+  const bool packed = on.stride(3) == 1 && on.stride(2) == on.size(3);
+  return packed ? on : contiguous(on);
+}
+
+void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p) {
+  PHASOR_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q [B, Nq, H, d] and k, v [B, Nk, H, d], got ", q.shape(), ", ",
+               k.shape(), ", ", v.shape());
+  PHASOR_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
+               ": q, k and v must share one real floating dtype, got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
+  const int64_t b = q.size(0), h = q.size(2), d = q.size(3);
+  PHASOR_CHECK(k.shape() == v.shape() && k.size(0) == b && k.size(2) == h && k.size(3) == d, op, ": k ", k.shape(), " and v ", v.shape(),
+               " do not match q ", q.shape(), " in batch, heads and head width");
+  PHASOR_CHECK(k.size(1) >= 1 && d >= 1, op, ": needs at least one key and a head width of at least 1, got k ", k.shape());
+  PHASOR_CHECK(p.offset >= 0, op, ": the query offset must be non-negative, got ", p.offset);
+  PHASOR_CHECK(!p.slopes.defined() || p.slopes.shape() == Dims({h}), op, ": slopes shape ", p.slopes.shape(), " is not [", h, "]");
+}
+
+AttentionParams on(const AttentionParams& p, DType dtype, Device device) {
+  return {p.scale, p.offset, p.slopes.defined() ? contiguous(to(on_device(p.slopes, device), dtype)) : Tensor()};
+}
+
+}  // namespace
+
+AttentionResult causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const AttentionParams& p) {
+  const Device device = op_device("causal_attention", q_in, {k_in, v_in, p.slopes});
+  check_inputs("causal_attention", q_in, k_in, v_in, p);
+  const Tensor q = packed_heads(q_in, device), k = packed_heads(k_in, device), v = packed_heads(v_in, device);
+  AttentionResult r{empty(q.shape(), q.dtype(), device), empty({q.size(0), q.size(2), q.size(1)}, q.dtype(), device)};
+  backend(device).attention_forward(r, q, k, v, on(p, q.dtype(), device));
+  return r;
+}
+
+AttentionGrads causal_attention_backward(const Tensor& grad_in, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                         const AttentionResult& fwd, const AttentionParams& p) {
+  const Device device = op_device("causal_attention_backward", grad_in, {q_in, k_in, v_in, fwd.out, fwd.logsumexp, p.slopes});
+  check_inputs("causal_attention_backward", q_in, k_in, v_in, p);
+  PHASOR_CHECK(grad_in.shape() == q_in.shape() && fwd.out.shape() == q_in.shape() &&
+                   fwd.logsumexp.shape() == Dims({q_in.size(0), q_in.size(2), q_in.size(1)}),
+               "causal_attention_backward: gradient ", grad_in.shape(), ", output ", fwd.out.shape(), " and logsumexp ",
+               fwd.logsumexp.shape(), " do not match q ", q_in.shape());
+  const Tensor q = packed_heads(q_in, device), k = packed_heads(k_in, device), v = packed_heads(v_in, device);
+  const DType t = q.dtype();
+  const AttentionResult saved{packed_heads(to(fwd.out, t), device), contiguous(to(on_device(fwd.logsumexp, device), t))};
+  AttentionGrads g{empty(q.shape(), t, device), empty(k.shape(), t, device), empty(v.shape(), t, device)};
+  backend(device).attention_backward(g, packed_heads(to(grad_in, t), device), q, k, v, saved, on(p, t, device));
+  return g;
+}
+
+}  // namespace phasor::ops
