@@ -632,7 +632,7 @@ TEST_CASE("cuda: fused causal attention, forward and backward, against the CPU k
       {2, 1, 2, 16, 0, false, false},   {2, 1, 2, 64, 0, true, true},     {2, 37, 3, 32, 0, true, false},
       {1, 200, 2, 64, 0, false, true},  {1, 130, 1, 128, 0, true, false}, {2, 70, 2, 16, 0, true, true},
       {2, 24, 2, 64, 40, true, true},   {1, 9, 2, 128, 100, false, true}, {1, 50, 2, 32, 7, false, true},
-      {1, 1, 2, 32, 90, true, true},    {1, 45, 2, 24, 0, true, false},   {1, 33, 1, 160, 5, true, true},
+      {2, 1, 2, 32, 90, true, true},    {1, 45, 2, 24, 0, true, false},   {2, 33, 1, 160, 5, true, true},
   };
   for (DType dt : {DType::Float32, DType::Float64})
     for (const AttentionCase& c : cases) {
@@ -646,7 +646,10 @@ TEST_CASE("cuda: fused causal attention, forward and backward, against the CPU k
       const Tensor qg = c.strided ? in_qkv(on_gpu(q)) : on_gpu(q);
       const Tensor kg = c.strided ? in_cache(on_gpu(k), 3, nk + 11) : on_gpu(k);
       const Tensor vg = c.strided ? in_cache(on_gpu(v), 0, nk + 5) : on_gpu(v);
-      if (c.strided) CHECK_FALSE((qg.is_contiguous() || kg.is_contiguous() || vg.is_contiguous()));
+      if (c.strided) {  // the views reach the kernels as they are (packed heads, other strides)
+        CHECK((c.nq == 1 || !qg.is_contiguous()));
+        CHECK((c.b == 1 || (!kg.is_contiguous() && !vg.is_contiguous())));
+      }
 
       const ops::AttentionResult ref = ops::causal_attention(q, k, v, pc);
       const ops::AttentionResult got = ops::causal_attention(qg, kg, vg, pg);
@@ -685,7 +688,7 @@ TEST_CASE("cuda: fused causal attention is deterministic and leaves keys no quer
 TEST_CASE("cuda: fused causal attention agrees with the materialised composition on the GPU") {
   // The readable reference of models/transformer.cpp: scores q k^T [B, H, Nq, Nk] (cuBLAS),
   // attention_softmax, probs v; its gradients through autograd.
-  const AttentionCase cases[] = {{2, 70, 2, 32, 0, true, false}, {1, 20, 3, 64, 30, false, true}, {1, 150, 1, 128, 0, true, false},
+  const AttentionCase cases[] = {{2, 70, 2, 32, 0, true, false}, {1, 20, 3, 64, 30, false, false}, {1, 150, 1, 128, 0, true, false},
                                  {2, 5, 2, 16, 0, false, false}};
   for (DType dt : {DType::Float32, DType::Float64})
     for (const AttentionCase& c : cases) {
