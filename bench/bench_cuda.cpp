@@ -5,7 +5,9 @@
 //   - the rotation kernels (RoPE table multiply, ComplexFormer rotation forward
 //     and backward) as achieved bandwidth, beside a device-to-device copy;
 //   - one training step of the README's small model (forward, backward,
-//     clipping, AdamW), in tokens per second.
+//     clipping, AdamW), in tokens per second;
+//   - the fused causal attention (FlashAttention-2 scheme), forward and
+//     forward + backward, in TFLOP/s and ms at N = 1024, 4096, 16384.
 // Built without CUDA, it only says so.
 #ifdef PHASOR_WITH_CUDA
 #include <benchmark/benchmark.h>
@@ -19,6 +21,7 @@
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tensor/attention.h"
 
 using namespace phasor;
 
@@ -190,6 +193,46 @@ void BM_TrainStep(benchmark::State& state) {
   state.SetLabel(std::string(position_name(cfg.position)));
 }
 BENCHMARK(BM_TrainStep)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---- fused causal attention (cuda/attention.cu) ----
+// Registered last: the newest kernels, so a failure there leaves the figures above in place.
+// float32 q, k, v [B, N, H, d], H = 8, with B * H * N = 2^17 at every N: the forward's
+// query tiles of 128 rows make 1024 blocks, about 8 for each of an H200's 132 SMs
+// (the backward's key tiles of 32 or 64 rows, 2 to 4 times that). FLOPs as
+// FlashAttention-2 counts them: the forward's two products over the causal half,
+// 4 B H d N(N+1)/2, and the backward 2.5 times that (five products; the kernels
+// recompute S and dP once more, not counted).
+constexpr int64_t kAttnTokensHeads = int64_t{1} << 17;
+constexpr int64_t kAttnHeads = 8;
+
+double attention_flops(int64_t bh, int64_t n, int64_t d) {
+  return 4.0 * static_cast<double>(bh * d) * static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
+}
+
+void BM_FusedAttention(benchmark::State& state) {
+  const int64_t n = state.range(0), d = state.range(1);
+  const bool backward = state.range(2) != 0;
+  const int64_t bh = kAttnTokensHeads / n, h = kAttnHeads, b = bh / h;
+  const Dims shape = {b, n, h, d};
+  const Tensor q = randn(shape, DType::Float32, nullptr, G), k = randn(shape, DType::Float32, nullptr, G);
+  const Tensor v = randn(shape, DType::Float32, nullptr, G), g = randn(shape, DType::Float32, nullptr, G);
+  const ops::AttentionParams p{1.0 / std::sqrt(static_cast<double>(d)), 0, Tensor()};
+  timed(state, [&] {
+    const ops::AttentionResult r = ops::causal_attention(q, k, v, p);
+    if (backward) benchmark::DoNotOptimize(ops::causal_attention_backward(g, q, k, v, r, p));
+    benchmark::DoNotOptimize(r);
+  });
+  const double flops = attention_flops(bh, n, d) * (backward ? 3.5 : 1.0);
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(backward ? "fwd+bwd" : "fwd") + " B " + std::to_string(b) + " H " + std::to_string(h));
+}
+void attention_args(benchmark::internal::Benchmark* bm) {
+  for (int64_t backward : {0, 1})
+    for (int64_t n : {1024, 4096, 16384})
+      for (int64_t d : {32, 64, 128}) bm->Args({n, d, backward});
+  bm->ArgNames({"N", "d", "bwd"})->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_FusedAttention)->Apply(attention_args);
 
 }  // namespace
 

@@ -9,7 +9,9 @@
 #   3. the README's small model (complexformer, d_model 128, 4 layers, 4 heads,
 #      d_ff 352, seq 128, batch 16) trained ${STEPS:-200} steps on the GPU and on
 #      the CPU (concurrently), and the two loss curves compared;
-#   4. the GPU benchmarks (bench/bench_cuda; SKIP_BENCH=1 leaves them out);
+#   4. the GPU benchmarks (bench/bench_cuda; SKIP_BENCH=1 leaves them out), the
+#      fused causal attention's forward and forward + backward (TFLOP/s, ms at
+#      N = 1024, 4096, 16384, head widths 32/64/128) last among them;
 #   5. `phasor sweep --preset full --device cuda`, shortened, and train --log-heads on the GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -156,7 +158,8 @@ cp "$work/run-gpu/log.jsonl" "$out/log-gpu.jsonl" 2>/dev/null
 # ---- 4. benchmarks (the machine is quiet again); SKIP_BENCH=1 leaves them out
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   section "benchmarks: bench/bench_cuda"
-  timeout 200 "$bin/bench_cuda" --benchmark_min_time=0.2 --benchmark_counters_tabular=true 2>&1 | tee -a "$results"
+  # 240 s (was 200): room for the fused-attention cases, estimated at 10-20 s, not yet measured.
+  timeout 240 "$bin/bench_cuda" --benchmark_min_time=0.2 --benchmark_counters_tabular=true 2>&1 | tee -a "$results"
 fi
 
 # ---- 5. the experiment sweep's GPU path (the full preset, shortened) and --log-heads on the GPU

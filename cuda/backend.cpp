@@ -75,6 +75,25 @@ struct DeviceSegments {
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
+// A [B, N, H, d] operand with packed heads (the front-end made them so): its batch and row strides.
+AttentionOperand attention_operand(const Tensor& t) { return {t.raw_data(), t.stride(0), t.stride(1)}; }
+
+AttentionArgs attention_args(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionParams& p) {
+  AttentionArgs a;
+  a.q = attention_operand(q);
+  a.k = attention_operand(k);
+  a.v = attention_operand(v);
+  a.slopes = data_or_null(p.slopes);
+  a.b = q.size(0);
+  a.nq = q.size(1);
+  a.nk = k.size(1);
+  a.h = q.size(2);
+  a.d = q.size(3);
+  a.offset = p.offset;
+  a.scale = p.scale;
+  return a;
+}
+
 CmhaArgs cmha_args(const Tensor& z, const ops::CmhaParams& p) {
   CmhaArgs args;
   args.delta = p.delta.raw_data();
@@ -234,6 +253,19 @@ class CudaBackend final : public Backend {
   void attention_softmax_backward(const Tensor& d, const Tensor& grad, const Tensor& probs, double scale) override {
     const int64_t nk = probs.dim() ? probs.size(-1) : 1, rows = probs.numel() / std::max<int64_t>(nk, 1);
     launch_attention_softmax_backward(probs.dtype(), grad.raw_data(), probs.raw_data(), d.raw_data(), rows, nk, scale);
+  }
+
+  // ---------------------------------------------------------------- fused attention (cuda/attention.cu)
+
+  void attention_forward(const ops::AttentionResult& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const ops::AttentionParams& p) override {
+    launch_attention_forward(q.dtype(), attention_args(q, k, v, p), out.out.raw_data(), out.logsumexp.raw_data());
+  }
+
+  void attention_backward(const ops::AttentionGrads& out, const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const ops::AttentionResult& forward, const ops::AttentionParams& p) override {
+    launch_attention_backward(q.dtype(), attention_args(q, k, v, p), attention_operand(grad), attention_operand(forward.out),
+                              forward.logsumexp.raw_data(), out.dq.raw_data(), out.dk.raw_data(), out.dv.raw_data());
   }
 
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const ops::AdamWStep& s) override {

@@ -95,4 +95,24 @@ void launch_attention_softmax(DType t, const void* scores, const void* slopes, v
                               int64_t nk, double scale, int64_t offset);
 void launch_attention_softmax_backward(DType t, const void* grad, const void* probs, void* d, int64_t rows, int64_t nk, double scale);
 
+// ---- fused causal attention (cuda/attention.cu; CPU: tensor/cpu/attention.cpp) ----
+// An operand [B, N, H, d] with packed heads (element stride 1, head stride d)
+// and any batch and row strides, in elements.
+struct AttentionOperand {
+  const void* data = nullptr;
+  int64_t batch_stride = 0, row_stride = 0;
+};
+struct AttentionArgs {
+  AttentionOperand q, k, v;      // q [B, Nq, H, d]; k, v [B, Nk, H, d]
+  const void* slopes = nullptr;  // [H] (ALiBi) or null
+  int64_t b = 0, nq = 0, nk = 0, h = 0, d = 0, offset = 0;
+  double scale = 1.0;
+};
+// out [B, Nq, H, d] and logsumexp [B, H, Nq], contiguous.
+void launch_attention_forward(DType t, const AttentionArgs& a, void* out, void* logsumexp);
+// grad (d loss / d out) and out: the forward's output, [B, Nq, H, d] as q; logsumexp [B, H, Nq]
+// contiguous; dq, dk, dv contiguous, shaped like q, k, v. Deterministic: no atomics.
+void launch_attention_backward(DType t, const AttentionArgs& a, const AttentionOperand& grad, const AttentionOperand& out,
+                               const void* logsumexp, void* dq, void* dk, void* dv);
+
 }  // namespace phasor::gpu

@@ -576,6 +576,160 @@ TEST_CASE("cuda: attention softmax with causal masking, offsets and ALiBi slopes
         }
 }
 
+// ---------------------------------------------------------------- fused causal attention
+
+namespace {
+
+// ref and got within atol + rtol |ref|, the atol being `tol` times the tensor's largest
+// magnitude (at least 1): values that are zero up to rounding (dq and dk with a single key)
+// are judged at the scale of the tensor, not against 0.
+void expect_close_at_scale(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
+  double big = 1.0;
+  for (double x : ref.to_vector<double>()) big = std::max(big, std::abs(x));
+  expect_close(ref, got, tol * big, tol, what);
+}
+double attention_tol(DType dt) { return dt == DType::Float32 ? 2e-5 : 1e-10; }
+double attention_grad_tol(DType dt) { return dt == DType::Float32 ? 5e-5 : 1e-9; }
+
+// x [B, N, H, d] as rows [start, start + N) of a longer [B, cap, H, d] buffer (the KV cache's
+// layout: batch stride cap H d).
+Tensor in_cache(const Tensor& x, int64_t start, int64_t cap) {
+  Dims big = x.shape();
+  big[1] = cap;
+  const Tensor view = ops::narrow(zeros(big, x.dtype(), x.device()), 1, start, x.size(1));
+  ops::copy_(view, x);
+  return view;
+}
+// x [B, N, H, d] as heads [H, 2H) of a [B, N, 3H, d] buffer (a fused QKV projection's layout:
+// row stride 3 H d, heads still packed).
+Tensor in_qkv(const Tensor& x) {
+  Dims big = x.shape();
+  big[2] *= 3;
+  const Tensor view = ops::narrow(zeros(big, x.dtype(), x.device()), 2, x.size(2), x.size(2));
+  ops::copy_(view, x);
+  return view;
+}
+
+struct AttentionCase {
+  int64_t b, nq, h, d, offset;  // k and v hold offset + nq keys
+  bool slopes;
+  bool strided;  // on the GPU: q with row stride 3 H d, k and v narrowed out of a longer cache
+};
+std::string describe(const AttentionCase& c, DType dt) {
+  std::ostringstream os;
+  os << dtype_name(dt) << " B " << c.b << " Nq " << c.nq << " H " << c.h << " d " << c.d << " offset " << c.offset
+     << (c.slopes ? " alibi" : "") << (c.strided ? " strided" : "");
+  return os.str();
+}
+
+}  // namespace
+
+TEST_CASE("cuda: fused causal attention, forward and backward, against the CPU kernel") {
+  // Tiles are 32 to 128 rows: lengths that are not multiples, a single row, several tiles;
+  // head widths 16/32/64/128, 24 (padded to 32) and 160 (past the tiled kernels: the
+  // one-row-per-block fallback); KV-cache chunks (offset > 0, Nk = offset + Nq).
+  const AttentionCase cases[] = {
+      {2, 1, 2, 16, 0, false, false},   {2, 1, 2, 64, 0, true, true},     {2, 37, 3, 32, 0, true, false},
+      {1, 200, 2, 64, 0, false, true},  {1, 130, 1, 128, 0, true, false}, {2, 70, 2, 16, 0, true, true},
+      {2, 24, 2, 64, 40, true, true},   {1, 9, 2, 128, 100, false, true}, {1, 50, 2, 32, 7, false, true},
+      {2, 1, 2, 32, 90, true, true},    {1, 45, 2, 24, 0, true, false},   {2, 33, 1, 160, 5, true, true},
+  };
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const AttentionCase& c : cases) {
+      const std::string what = describe(c, dt);
+      const int64_t nk = c.offset + c.nq;
+      const Tensor q = rnd({c.b, c.nq, c.h, c.d}, dt), k = rnd({c.b, nk, c.h, c.d}, dt), v = rnd({c.b, nk, c.h, c.d}, dt);
+      const Tensor g = rnd({c.b, c.nq, c.h, c.d}, dt);
+      const Tensor slopes = c.slopes ? rnd({c.h}, dt, 0.01, 0.5) : Tensor();
+      const ops::AttentionParams pc{1.0 / std::sqrt(static_cast<double>(c.d)), c.offset, slopes};
+      const ops::AttentionParams pg{pc.scale, c.offset, c.slopes ? on_gpu(slopes) : Tensor()};
+      const Tensor qg = c.strided ? in_qkv(on_gpu(q)) : on_gpu(q);
+      const Tensor kg = c.strided ? in_cache(on_gpu(k), 3, nk + 11) : on_gpu(k);
+      const Tensor vg = c.strided ? in_cache(on_gpu(v), 0, nk + 5) : on_gpu(v);
+      if (c.strided) {  // the views reach the kernels as they are (packed heads, other strides)
+        CHECK((c.nq == 1 || !qg.is_contiguous()));
+        CHECK((c.b == 1 || (!kg.is_contiguous() && !vg.is_contiguous())));
+      }
+
+      const ops::AttentionResult ref = ops::causal_attention(q, k, v, pc);
+      const ops::AttentionResult got = ops::causal_attention(qg, kg, vg, pg);
+      CHECK(got.out.device() == G);
+      expect_close_at_scale(ref.out, got.out, attention_tol(dt), "causal_attention out " + what);
+      expect_close_at_scale(ref.logsumexp, got.logsumexp, attention_tol(dt), "causal_attention logsumexp " + what);
+
+      const ops::AttentionGrads rb = ops::causal_attention_backward(g, q, k, v, ref, pc);
+      const ops::AttentionGrads gb = ops::causal_attention_backward(on_gpu(g), qg, kg, vg, got, pg);
+      expect_close_at_scale(rb.dq, gb.dq, attention_grad_tol(dt), "causal_attention dq " + what);
+      expect_close_at_scale(rb.dk, gb.dk, attention_grad_tol(dt), "causal_attention dk " + what);
+      expect_close_at_scale(rb.dv, gb.dv, attention_grad_tol(dt), "causal_attention dv " + what);
+    }
+}
+
+TEST_CASE("cuda: fused causal attention is deterministic and leaves keys no query sees at zero gradient") {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    // Nk = 90 > offset + Nq = 43: keys 43.. are seen by no query.
+    const Tensor q = on_gpu(rnd({2, 40, 2, 64}, dt)), k = on_gpu(rnd({2, 90, 2, 64}, dt)), v = on_gpu(rnd({2, 90, 2, 64}, dt));
+    const Tensor g = on_gpu(rnd({2, 40, 2, 64}, dt));
+    const ops::AttentionParams p{0.125, 3, on_gpu(rnd({2}, dt, 0.01, 0.5))};
+    const ops::AttentionResult f1 = ops::causal_attention(q, k, v, p), f2 = ops::causal_attention(q, k, v, p);
+    const ops::AttentionGrads b1 = ops::causal_attention_backward(g, q, k, v, f1, p), b2 = ops::causal_attention_backward(g, q, k, v, f1, p);
+    const std::string what = std::string(" twice, bit for bit, ") + dtype_name(dt);
+    expect_close(f1.out, f2.out, 0, 0, "out" + what);
+    expect_close(f1.logsumexp, f2.logsumexp, 0, 0, "logsumexp" + what);
+    expect_close(b1.dq, b2.dq, 0, 0, "dq" + what);
+    expect_close(b1.dk, b2.dk, 0, 0, "dk" + what);
+    expect_close(b1.dv, b2.dv, 0, 0, "dv" + what);
+    const Tensor unseen = zeros({2, 90 - 43, 2, 64}, dt, G);
+    expect_close(unseen, ops::narrow(b1.dk, 1, 43, 90 - 43), 0, 0, "dk of unseen keys " + std::string(dtype_name(dt)));
+    expect_close(unseen, ops::narrow(b1.dv, 1, 43, 90 - 43), 0, 0, "dv of unseen keys " + std::string(dtype_name(dt)));
+  }
+}
+
+TEST_CASE("cuda: fused causal attention agrees with the materialised composition on the GPU") {
+  // The readable reference of models/transformer.cpp: scores q k^T [B, H, Nq, Nk] (cuBLAS),
+  // attention_softmax, probs v; its gradients through autograd.
+  const AttentionCase cases[] = {{2, 70, 2, 32, 0, true, false}, {1, 20, 3, 64, 30, false, false}, {1, 150, 1, 128, 0, true, false},
+                                 {2, 5, 2, 16, 0, false, false}};
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const AttentionCase& c : cases) {
+      const std::string what = describe(c, dt);
+      const int64_t nk = c.offset + c.nq;
+      const Tensor q = on_gpu(rnd({c.b, c.nq, c.h, c.d}, dt)), k = on_gpu(rnd({c.b, nk, c.h, c.d}, dt));
+      const Tensor v = on_gpu(rnd({c.b, nk, c.h, c.d}, dt)), g = on_gpu(rnd({c.b, c.nq, c.h, c.d}, dt));
+      const Tensor slopes = c.slopes ? on_gpu(rnd({c.h}, dt, 0.01, 0.5)) : Tensor();
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+      const ops::AttentionParams p{scale, c.offset, slopes};
+
+      const Tensor qv = q.detach().requires_grad_(), kv = k.detach().requires_grad_(), vv = v.detach().requires_grad_();
+      const Tensor s = matmul(permute(qv, {0, 2, 1, 3}), permute(kv, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
+      const Tensor o = permute(matmul(attention_softmax(s, scale, c.offset, slopes), permute(vv, {0, 2, 1, 3})), {0, 2, 1, 3});
+      sum(o * g).backward();
+      // logsumexp of the materialised scores, in double on the host.
+      const std::vector<double> sv = s.detach().to_vector<double>();
+      const std::vector<double> sl = c.slopes ? slopes.to_vector<double>() : std::vector<double>(c.h, 0.0);
+      std::vector<double> lse(c.b * c.h * c.nq);
+      for (int64_t bh = 0; bh < c.b * c.h; ++bh)
+        for (int64_t i = 0; i < c.nq; ++i) {
+          const int64_t pos = c.offset + i, seen = std::min(nk, pos + 1);
+          const double* row = sv.data() + (bh * c.nq + i) * nk;
+          auto score = [&](int64_t n) { return scale * row[n] - sl[bh % c.h] * static_cast<double>(pos - n); };
+          double mx = -INFINITY, sum_exp = 0;
+          for (int64_t n = 0; n < seen; ++n) mx = std::max(mx, score(n));
+          for (int64_t n = 0; n < seen; ++n) sum_exp += std::exp(score(n) - mx);
+          lse[bh * c.nq + i] = mx + std::log(sum_exp);
+        }
+
+      const ops::AttentionResult fused = ops::causal_attention(q, k, v, p);
+      expect_close_at_scale(o.detach(), fused.out, attention_tol(dt), "fused vs materialised out " + what);
+      expect_close_at_scale(ops::to(from_vector(lse, {c.b, c.h, c.nq}), dt), fused.logsumexp, attention_tol(dt),
+                            "fused vs materialised logsumexp " + what);
+      const ops::AttentionGrads fb = ops::causal_attention_backward(g, q, k, v, fused, p);
+      expect_close_at_scale(qv.grad(), fb.dq, attention_grad_tol(dt), "fused vs materialised dq " + what);
+      expect_close_at_scale(kv.grad(), fb.dk, attention_grad_tol(dt), "fused vs materialised dk " + what);
+      expect_close_at_scale(vv.grad(), fb.dv, attention_grad_tol(dt), "fused vs materialised dv " + what);
+    }
+}
+
 TEST_CASE("cuda: AdamW steps agree with the CPU") {
   for (DType dt : {DType::Float32, DType::Complex64, DType::Float64}) {
     Tensor pc = rnd({37, 5}, dt).requires_grad_(), pg = on_gpu(pc.detach()).requires_grad_();
