@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "phasor.h"
+#include "tensor/cpu/tile_product.h"
 
 #ifdef PHASOR_HAVE_TORCH
 #include <torch/torch.h>
@@ -67,6 +68,34 @@ void BM_cblas_sgemm(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2 * int64_t{n} * n * n);
 }
 BENCHMARK(BM_cblas_sgemm)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
+
+// The fused attention's two forward tile products, S = Q K^T ([64, 64] over the
+// head width d) and O += P V ([64, d] over 64 keys): the micro-kernel it uses
+// (tensor/cpu/tile_product.h) against OpenBLAS sgemm on the same tiles, one
+// thread (the kernel calls them from inside its own parallel region).
+PHASOR_SIMD_CLONES void attention_tiles_micro(int64_t d, const float* q, const float* kt, const float* v, float* s, float* o) {
+  cpu::tile_product<float, false, false>(64, 64, d, q, d, kt, 64, s, 64);
+  cpu::tile_product<float, false, true>(64, d, 64, s, 64, v, d, o, d);
+}
+void attention_tiles_sgemm(int64_t d, const float* q, const float* kt, const float* v, float* s, float* o) {
+  const int di = static_cast<int>(d);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 64, di, 1.0f, q, di, kt, 64, 0.0f, s, 64);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, di, 64, 1.0f, s, 64, v, di, 1.0f, o, di);
+}
+void BM_attention_tiles(benchmark::State& state, bool micro) {
+  const int64_t d = state.range(0);
+  openblas_set_num_threads(1);
+  const Tensor q = randn({64, d}), kt = randn({d, 64}), v = randn({64, d});
+  Tensor s = empty({64, 64}), o = zeros({64, d});
+  for (auto _ : state) {
+    (micro ? attention_tiles_micro : attention_tiles_sgemm)(d, q.data<float>(), kt.data<float>(), v.data<float>(), s.data<float>(), o.data<float>());
+    benchmark::DoNotOptimize(o.data<float>());
+  }
+  openblas_set_num_threads(0);  // back to OpenBLAS's default
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * 64 * 64 * static_cast<double>(d * state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_attention_tiles, micro_kernel, true)->Arg(16)->Arg(32)->Arg(64)->Arg(128);
+BENCHMARK_CAPTURE(BM_attention_tiles, openblas_sgemm, false)->Arg(16)->Arg(32)->Arg(64)->Arg(128);
 
 void BM_cblas_cgemm(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

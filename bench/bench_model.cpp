@@ -34,8 +34,9 @@ Tensor tokens(int64_t b, int64_t n, uint64_t seed) {
 }
 
 // forward + backward + AdamW on batch 16 x 128 tokens; reports tokens/s.
-void BM_train_step(benchmark::State& state, Position position) {
+void BM_train_step(benchmark::State& state, Position position, AttentionImpl attention) {
   CausalLM model(readme_model(position), 1);
+  model.set_attention(attention);
   nn::AdamW opt({{model.named_parameters(), 0.1, 1.0}}, {3e-3, 0.9, 0.95, 1e-8});
   const Tensor x = tokens(16, 128, 1), y = tokens(16, 128, 2);
   for (auto _ : state) {
@@ -46,8 +47,13 @@ void BM_train_step(benchmark::State& state, Position position) {
   }
   state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(state.iterations() * 16 * 128), benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(BM_train_step, complexformer, Position::ComplexFormer)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_train_step, rope, Position::Rope)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step, complexformer, Position::ComplexFormer, AttentionImpl::Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step, rope, Position::Rope, AttentionImpl::Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The same steps with the materialised attention: what the fused op changed at N = 128.
+BENCHMARK_CAPTURE(BM_train_step, complexformer_materialized, Position::ComplexFormer, AttentionImpl::Materialized)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step, rope_materialized, Position::Rope, AttentionImpl::Materialized)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The CMHA rotation of one layer's queries (B 16, N 128, H 4, P 16), forward + backward.
 void BM_cmha_rotation(benchmark::State& state) {

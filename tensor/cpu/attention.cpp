@@ -10,11 +10,10 @@
 // share of dQ. Owning a whole (batch, head) lets dQ accumulate without atomics
 // or per-thread copies, and keeps every result independent of the thread count.
 //
-// The tile products run on tile_product, a register-blocked micro-kernel
-// compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
-// It was measured against OpenBLAS sgemm on the same tiles (bench_core,
-// BM_AttentionTileProduct; docs/benchmarks.md): on tiles this small the
-// library's call and packing overheads cost more than its kernel gains.
+// The tile products run on tile_product (tensor/cpu/tile_product.h), compiled
+// for AVX-512, AVX2 and baseline x86-64 and picked at load time; it was
+// measured against OpenBLAS sgemm on the same tiles (bench_core,
+// BM_attention_tiles; docs/benchmarks.md).
 // CUDA twin: cuda/attention.cu.
 #include <omp.h>
 
@@ -25,13 +24,8 @@
 #include <vector>
 
 #include "tensor/cpu/backend.h"
+#include "tensor/cpu/tile_product.h"
 #include "tensor/fast_math.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define PHASOR_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define PHASOR_SIMD_CLONES
-#endif
 
 namespace phasor::cpu {
 
@@ -39,40 +33,6 @@ namespace {
 
 constexpr int64_t kQueryTile = 64;  // query rows per tile
 constexpr int64_t kKeyTile = 64;    // keys per tile
-
-// C[m, n] (+)= op(A)[m, k] B[k, n], row-major; op(A) = A, or A^T when A is
-// stored [k, m]. Blocks of 4 rows x 32 columns stay in registers across k.
-template <class T, bool kTransA, bool kAccumulate>
-[[gnu::always_inline]] inline void tile_product(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                                                int64_t ldc) {
-  constexpr int64_t kRows = 4, kCols = 32;
-  // Rows i..i+R-1, columns j..j+W-1 (W = kCols but for the last block of a row).
-  auto block = [&]<int64_t R, bool kFull>(int64_t i, int64_t j, int64_t width) {
-    const int64_t w = kFull ? kCols : width;
-    T acc[R][kCols] = {};
-    if constexpr (kAccumulate)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t cc = 0; cc < w; ++cc) acc[r][cc] = c[(i + r) * ldc + j + cc];
-    for (int64_t p = 0; p < k; ++p) {
-      const T* brow = b + p * ldb + j;
-      for (int64_t r = 0; r < R; ++r) {
-        const T av = kTransA ? a[p * lda + i + r] : a[(i + r) * lda + p];
-#pragma omp simd
-        for (int64_t cc = 0; cc < w; ++cc) acc[r][cc] += av * brow[cc];
-      }
-    }
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t cc = 0; cc < w; ++cc) c[(i + r) * ldc + j + cc] = acc[r][cc];
-  };
-  auto rows = [&]<int64_t R>(int64_t i) {
-    int64_t j = 0;
-    for (; j + kCols <= n; j += kCols) block.template operator()<R, true>(i, j, kCols);
-    if (j < n) block.template operator()<R, false>(i, j, n - j);
-  };
-  int64_t i = 0;
-  for (; i + kRows <= m; i += kRows) rows.template operator()<kRows>(i);
-  for (; i < m; ++i) rows.template operator()<1>(i);
-}
 
 // Row n of one (batch, head) of a [B, N, H, d] tensor with packed heads.
 template <class T>
