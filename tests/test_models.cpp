@@ -228,9 +228,11 @@ TEST_CASE("positions far out: xpos measures its scales from the middle of a long
   CHECK(!ops::all_finite(ops::view_as_real(ops::rotary_table(1, pairs, 65535, 10000.0, 512.0, -1, DType::Complex64))));
   // From the middle, every scale of a 65,536-position window is finite, and a
   // query-key product is exp(i (m - n) w_j) zeta_j^((m - n)/S), computed here in double.
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{65535, 65500}, {40000, 100}, {33000, 32000}, {10, 0}}) {
-    CAPTURE(m);
-    CAPTURE(n);
+  // (Pairs, not structured bindings: clang 14, the sanitizer build, cannot capture those in CAPTURE.)
+  for (const std::pair<int64_t, int64_t> mn : {std::pair<int64_t, int64_t>{65535, 65500}, {40000, 100}, {33000, 32000}, {10, 0}}) {
+    const int64_t m = mn.first, n = mn.second;
+    CAPTURE(mn.first);
+    CAPTURE(mn.second);
     const auto q = ops::rotary_table(1, pairs, m, 10000.0, 512.0, +1, DType::Complex64, 32768).to_vector<c64>();
     const auto k = ops::rotary_table(1, pairs, n, 10000.0, 512.0, -1, DType::Complex64, 32768).to_vector<c64>();
     for (int64_t j = 0; j < pairs; ++j) {
