@@ -68,7 +68,8 @@ inline void sincos(float t, float& s, float& c) {
 // (e^x is then below the smallest normal float), -inf gives 0, NaN stays NaN.
 inline float exp(float x) {
   constexpr float kLowest = -87.3365447f, kHighest = 88.0f;
-  const float xc = x < kLowest ? kLowest : (x > kHighest ? kHighest : x);
+  const float finite = x != x ? 0.0f : x;  // NaN never reaches the float-to-int conversion below
+  const float xc = finite < kLowest ? kLowest : (finite > kHighest ? kHighest : finite);
   // e^x = 2^n e^r with n = round(x / ln 2) and r = x - n ln 2 (ln 2 in two parts, Cody-Waite), |r| <= ln2 / 2.
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
