@@ -116,6 +116,43 @@ __device__ inline T neg_inf() {
   return -::cuda::std::numeric_limits<T>::infinity();
 }
 
+// The backward's two score-shaped products over shared tiles of row pitch LD
+// and padded width DP, for this thread's rows r_i = ty + 16 i and columns
+// c_j = tx + 16 j:  s[i][j] = a1[r_i] . b1[c_j]  and  dp[i][j] = a2[r_i] . b2[c_j].
+// The dK/dV kernel passes (K, V) as rows and (Q, dO) as columns; the dQ kernel
+// the other way round.
+template <class T, int TI, int TJ, int DP, int LD>
+__device__ inline void paired_tile_products(const T* a1, const T* a2, const T* b1, const T* b2, int ty, int tx, T (&s)[TI][TJ],
+                                            T (&dp)[TI][TJ]) {
+#pragma unroll
+  for (int i = 0; i < TI; ++i)
+#pragma unroll
+    for (int j = 0; j < TJ; ++j) s[i][j] = dp[i][j] = T(0);
+#pragma unroll
+  for (int e = 0; e < DP; e += Pack<T>::n) {
+    Pack<T> ra[TI], rb[TI], ca[TJ], cb[TJ];
+#pragma unroll
+    for (int i = 0; i < TI; ++i) {
+      ra[i] = ld(a1 + (ty + 16 * i) * LD + e);
+      rb[i] = ld(a2 + (ty + 16 * i) * LD + e);
+    }
+#pragma unroll
+    for (int j = 0; j < TJ; ++j) {
+      ca[j] = ld(b1 + (tx + 16 * j) * LD + e);
+      cb[j] = ld(b2 + (tx + 16 * j) * LD + e);
+    }
+#pragma unroll
+    for (int u = 0; u < Pack<T>::n; ++u)
+#pragma unroll
+      for (int i = 0; i < TI; ++i)
+#pragma unroll
+        for (int j = 0; j < TJ; ++j) {
+          s[i][j] += ra[i].v[u] * ca[j].v[u];
+          dp[i][j] += rb[i].v[u] * cb[j].v[u];
+        }
+  }
+}
+
 // ---------------------------------------------------------------- tile shapes
 //
 // Rows of every [rows][DP] tile are LD = DP + 16 bytes apart: 16-byte aligned
@@ -349,33 +386,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
 
     // Scores S = K Q^T and dP = V dO^T, keys ty + 16 i by queries tx + 16 j.
     T s[TK][TQ], dp[TK][TQ];
-#pragma unroll
-    for (int i = 0; i < TK; ++i)
-#pragma unroll
-      for (int j = 0; j < TQ; ++j) s[i][j] = dp[i][j] = T(0);
-#pragma unroll
-    for (int e = 0; e < DP; e += VEC) {
-      Pack<T> ka[TK], va[TK], qb[TQ], gb[TQ];
-#pragma unroll
-      for (int i = 0; i < TK; ++i) {
-        ka[i] = ld(ks + (ty + 16 * i) * LD + e);
-        va[i] = ld(vs + (ty + 16 * i) * LD + e);
-      }
-#pragma unroll
-      for (int j = 0; j < TQ; ++j) {
-        qb[j] = ld(qs + (tx + 16 * j) * LD + e);
-        gb[j] = ld(gs + (tx + 16 * j) * LD + e);
-      }
-#pragma unroll
-      for (int u = 0; u < VEC; ++u)
-#pragma unroll
-        for (int i = 0; i < TK; ++i)
-#pragma unroll
-          for (int j = 0; j < TQ; ++j) {
-            s[i][j] += ka[i].v[u] * qb[j].v[u];
-            dp[i][j] += va[i].v[u] * gb[j].v[u];
-          }
-    }
+    paired_tile_products<T, TK, TQ, DP, LD>(ks, vs, qs, gs, ty, tx, s, dp);
 #pragma unroll
     for (int i = 0; i < TK; ++i)
 #pragma unroll
@@ -473,33 +484,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
     __syncthreads();
 
     T s[TM][TN], dp[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) s[i][j] = dp[i][j] = T(0);
-#pragma unroll
-    for (int e = 0; e < DP; e += VEC) {
-      Pack<T> qa[TM], ga[TM], kb[TN], vb[TN];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        qa[i] = ld(qs + (ty + 16 * i) * LD + e);
-        ga[i] = ld(gs + (ty + 16 * i) * LD + e);
-      }
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        kb[j] = ld(ks + (tx + 16 * j) * LD + e);
-        vb[j] = ld(vs + (tx + 16 * j) * LD + e);
-      }
-#pragma unroll
-      for (int u = 0; u < VEC; ++u)
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) {
-            s[i][j] += qa[i].v[u] * kb[j].v[u];
-            dp[i][j] += ga[i].v[u] * vb[j].v[u];
-          }
-    }
+    paired_tile_products<T, TM, TN, DP, LD>(qs, gs, ks, vs, ty, tx, s, dp);
     const bool full = k0 + BK <= a.nk && k0 + BK - 1 <= pos0;
 #pragma unroll
     for (int i = 0; i < TM; ++i)

@@ -221,12 +221,8 @@ TEST_CASE("L1 a tiny model file whose config claims a huge model: info, eval, ge
 }
 
 TEST_CASE("L2 generate: memory follows the tokens generated; a request past the limits is refused up front") {
-  ModelConfig c = tiny_config();
-  c.d_model = 256;
-  c.n_heads = 4;
-  c.d_ff = 64;
-  c.n_layers = 2;
-  const fs::path model = model_file("wide", c);
+  const fs::path model =
+      model_file("wide", model_config(Position::Rope, {.d_model = 256, .n_layers = 2, .n_heads = 4, .d_ff = 64, .max_seq_len = 64}));
   // 1,000,000 tokens (under the 2^20 positions allowed): a KV cache allocated
   // for the whole request would take 4 GB before the first token. It streams
   // instead, until the test stops it.
@@ -272,12 +268,8 @@ TEST_CASE("L3 train: sizes too large to build are refused up front, or end in a 
 TEST_CASE("L4 eval and grad with a --seq-len far beyond what memory holds: a clean out-of-memory error") {
   // Attention holds O(N) memory (the fused op), so it is the activations that
   // cannot fit: 100,000 positions of width 1024 take 400 MB a tensor.
-  ModelConfig c = tiny_config();
-  c.d_model = 1024;
-  c.n_heads = 2;
-  c.d_ff = 32;
-  c.n_layers = 1;
-  const fs::path model = model_file("wide-eval", c);
+  const fs::path model =
+      model_file("wide-eval", model_config(Position::Rope, {.d_model = 1024, .n_layers = 1, .n_heads = 2, .d_ff = 32, .max_seq_len = 64}));
   check_failed_cleanly(run_limited({"eval", "--checkpoint", model.string(), "--data", data_file().string(), "--seq-len", "100000"}, 120),
                        "out of host memory");
   const fs::path grad_out = scratch() / "grad.safetensors";

@@ -72,13 +72,22 @@ template <class T>
   }
 }
 
-// Scratch of one thread.
+// Scratch of one thread, forward: a packed key tile, one tile of scores, and
+// the query tile's running output, maxima and sums.
 template <class T>
-struct Workspace {
-  std::vector<T> kt, vt, s, dp, o, row_max, row_sum, dk, dv, delta;
-  Workspace(int64_t d, int64_t nq) : kt(d * kKeyTile), vt(d * kKeyTile), s(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile),
-                                     o(kQueryTile * d), row_max(kQueryTile), row_sum(kQueryTile), dk(kKeyTile * d), dv(kKeyTile * d),
-                                     delta(nq) {}
+struct ForwardScratch {
+  std::vector<T> kt, s, o, row_max, row_sum;
+  explicit ForwardScratch(int64_t d)
+      : kt(d * kKeyTile), s(kQueryTile * kKeyTile), o(kQueryTile * d), row_max(kQueryTile), row_sum(kQueryTile) {}
+};
+// Backward: packed key and value tiles, the tile's P (then dS) and dP, the
+// key tile's dK and dV, and D_i for every query row of the head.
+template <class T>
+struct BackwardScratch {
+  std::vector<T> kt, vt, s, dp, dk, dv, delta;
+  BackwardScratch(int64_t d, int64_t nq)
+      : kt(d * kKeyTile), vt(d * kKeyTile), s(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile), dk(kKeyTile * d), dv(kKeyTile * d),
+        delta(nq) {}
 };
 
 // Keys j0..j0+cols-1 of `rows`, transposed to [d, kKeyTile] with zero padding.
@@ -96,7 +105,7 @@ template <class T>
 
 template <class T>
 [[gnu::always_inline]] inline void forward_tile_impl(const Problem<T>& pb, const Tensor& q_t, const Tensor& k_t, const Tensor& v_t,
-                                                     const ops::AttentionResult& res, int64_t b, int64_t h, int64_t i0, Workspace<T>& w) {
+                                                     const ops::AttentionResult& res, int64_t b, int64_t h, int64_t i0, ForwardScratch<T>& w) {
   const int64_t d = pb.d, rows = std::min(kQueryTile, pb.nq - i0);
   const HeadRows<const T> q = head_rows<const T>(q_t, b, h), k = head_rows<const T>(k_t, b, h), v = head_rows<const T>(v_t, b, h);
   const T slope = pb.slopes ? pb.slopes[h] : T(0);
@@ -144,11 +153,11 @@ template <class T>
 }
 
 PHASOR_SIMD_CLONES void forward_tile(const Problem<float>& pb, const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionResult& res,
-                                     int64_t b, int64_t h, int64_t i0, Workspace<float>& w) {
+                                     int64_t b, int64_t h, int64_t i0, ForwardScratch<float>& w) {
   forward_tile_impl(pb, q, k, v, res, b, h, i0, w);
 }
 void forward_tile(const Problem<double>& pb, const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionResult& res, int64_t b,
-                  int64_t h, int64_t i0, Workspace<double>& w) {
+                  int64_t h, int64_t i0, ForwardScratch<double>& w) {
   forward_tile_impl(pb, q, k, v, res, b, h, i0, w);
 }
 
@@ -160,7 +169,7 @@ struct BackwardTensors {
 };
 
 template <class T>
-[[gnu::always_inline]] inline void backward_head_impl(const Problem<T>& pb, const BackwardTensors& t, int64_t b, int64_t h, Workspace<T>& w) {
+[[gnu::always_inline]] inline void backward_head_impl(const Problem<T>& pb, const BackwardTensors& t, int64_t b, int64_t h, BackwardScratch<T>& w) {
   const int64_t d = pb.d, H = pb.heads;
   const HeadRows<const T> q = head_rows<const T>(t.q, b, h), k = head_rows<const T>(t.k, b, h), v = head_rows<const T>(t.v, b, h);
   const HeadRows<const T> dout = head_rows<const T>(t.grad, b, h), out = head_rows<const T>(t.out, b, h);
@@ -214,10 +223,10 @@ template <class T>
   }
 }
 
-PHASOR_SIMD_CLONES void backward_head(const Problem<float>& pb, const BackwardTensors& t, int64_t b, int64_t h, Workspace<float>& w) {
+PHASOR_SIMD_CLONES void backward_head(const Problem<float>& pb, const BackwardTensors& t, int64_t b, int64_t h, BackwardScratch<float>& w) {
   backward_head_impl(pb, t, b, h, w);
 }
-void backward_head(const Problem<double>& pb, const BackwardTensors& t, int64_t b, int64_t h, Workspace<double>& w) {
+void backward_head(const Problem<double>& pb, const BackwardTensors& t, int64_t b, int64_t h, BackwardScratch<double>& w) {
   backward_head_impl(pb, t, b, h, w);
 }
 
@@ -236,7 +245,7 @@ void CpuBackend::attention_forward(const ops::AttentionResult& out, const Tensor
     const int64_t tasks = batch * heads * tiles;
 #pragma omp parallel if (tasks > 1)
     {
-      Workspace<T> w(pb.d, 0);
+      ForwardScratch<T> w(pb.d);
       // Later query tiles see more keys: hand tasks out one at a time.
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < tasks; ++task)
@@ -253,7 +262,7 @@ void CpuBackend::attention_backward(const ops::AttentionGrads& out, const Tensor
     const Problem<T> pb = problem<T>(q, k, p);
 #pragma omp parallel if (batch * heads > 1)
     {
-      Workspace<T> w(pb.d, pb.nq);
+      BackwardScratch<T> w(pb.d, pb.nq);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t bh = 0; bh < batch * heads; ++bh) backward_head(pb, t, bh / heads, bh % heads, w);
     }
