@@ -18,6 +18,13 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
                 });
 }
 
+Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  return record("swiglu", ops::swiglu(gate, up), {gate, up}, [sg = SavedTensor(gate), su = SavedTensor(up)](const Tensor& g) -> Grads {
+    ops::SwigluGrads d = ops::swiglu_backward(g, sg.get(), su.get());
+    return {d.dgate, d.dup};
+  });
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean) {
   ops::CrossEntropyResult r = ops::cross_entropy(logits, targets, ignore_index, mean);
   const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(r.count, 1)) : 1.0;

@@ -7,6 +7,8 @@ namespace phasor {
 
 // x / sqrt(mean(x^2, -1) + eps) * weight.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// silu(gate) * up, SwiGLU's activation, in one pass each way.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 // Mean (or sum) of -log softmax(logits)[target] over rows; rows whose target is
 // ignore_index count for nothing. logits [R, V], targets int64 [R].
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100, bool mean = true);

@@ -232,6 +232,13 @@ class CudaBackend final : public Backend {
                                   logits.size(1), ignore_index, grad);
   }
 
+  void swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) override {
+    launch_swiglu(gate.dtype(), gate.raw_data(), up.raw_data(), out.raw_data(), gate.numel());
+  }
+  void swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) override {
+    launch_swiglu_backward(gate.dtype(), grad.raw_data(), gate.raw_data(), up.raw_data(), out.dgate.raw_data(), out.dup.raw_data(),
+                           gate.numel());
+  }
   void rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) override {
     launch_rotate(z.dtype(), z.raw_data(), table.raw_data(), out.raw_data(), z.size(0), z.size(1), z.size(2), z.size(3), conjugate_table);
   }

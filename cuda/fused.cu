@@ -12,6 +12,31 @@ namespace phasor::gpu {
 
 namespace {
 
+// ---------------------------------------------------------------- SwiGLU
+
+template <class T>
+__device__ T sigmoid_of(T a) {
+  return T(1) / (T(1) + scalar::math::exp(-a));
+}
+
+template <class T>
+__global__ void swiglu_kernel(const T* gate, const T* up, T* out, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    out[i] = scalar::swiglu_value(gate[i], up[i], sigmoid_of(gate[i]));
+}
+
+template <class T>
+__global__ void swiglu_backward_kernel(const T* g, const T* gate, const T* up, T* dgate, T* dup, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    T da, db;
+    scalar::swiglu_grads(gate[i], up[i], sigmoid_of(gate[i]), g[i], da, db);
+    dgate[i] = da;
+    dup[i] = db;
+  }
+}
+
 // ---------------------------------------------------------------- RMSNorm
 
 template <class T>
@@ -370,6 +395,24 @@ void launch_cross_entropy_backward(DType t, const void* logits, const int64_t* t
     cross_entropy_backward_kernel<T><<<grid_for(rows * v), kThreads, 0, stream()>>>(
         static_cast<const T*>(logits), targets, static_cast<const T*>(lse), static_cast<T*>(d), rows, v, ignore_index, static_cast<T>(g));
     check_launch("cross_entropy_backward");
+  });
+}
+
+void launch_swiglu(DType t, const void* gate, const void* up, void* out, int64_t n) {
+  if (n == 0) return;
+  dispatch_real(t, "swiglu", [&]<class T>() {
+    swiglu_kernel<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+    check_launch("swiglu");
+  });
+}
+
+void launch_swiglu_backward(DType t, const void* grad, const void* gate, const void* up, void* dgate, void* dup, int64_t n) {
+  if (n == 0) return;
+  dispatch_real(t, "swiglu_backward", [&]<class T>() {
+    swiglu_backward_kernel<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<const T*>(grad), static_cast<const T*>(gate),
+                                                                      static_cast<const T*>(up), static_cast<T*>(dgate),
+                                                                      static_cast<T*>(dup), n);
+    check_launch("swiglu_backward");
   });
 }
 

@@ -78,6 +78,8 @@ void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, v
 void launch_cross_entropy_backward(DType t, const void* logits, const int64_t* targets, const void* lse, void* d, int64_t rows,
                                    int64_t v, int64_t ignore_index, double g);
 // z [B, N, H, P] complex times table [N, P] (conjugated if asked).
+void launch_swiglu(DType t, const void* gate, const void* up, void* out, int64_t n);
+void launch_swiglu_backward(DType t, const void* grad, const void* gate, const void* up, void* dgate, void* dup, int64_t n);
 void launch_rotate(DType t, const void* z, const void* table, void* out, int64_t b, int64_t n, int64_t h, int64_t p, bool conj);
 struct CmhaArgs {
   const void* delta = nullptr;  // [H, P] real

@@ -56,7 +56,7 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden, Generator* gen) {
   w3 = register_module("w3", std::make_shared<Linear>(dim, hidden, false, DType::Float32, gen));
 }
 
-Tensor SwiGLU::forward(const Tensor& x) const { return w2->forward(silu(w1->forward(x)) * w3->forward(x)); }
+Tensor SwiGLU::forward(const Tensor& x) const { return w2->forward(swiglu(w1->forward(x), w3->forward(x))); }
 
 Dropout::Dropout(double p_, uint64_t seed) : p(p_), generator(seed) {
   PHASOR_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);

@@ -91,6 +91,9 @@ class Backend {
                                 bool mean) = 0;
   virtual void cross_entropy_backward(const Tensor& dlogits, double grad, const Tensor& logits, const Tensor& targets,
                                       const Tensor& logsumexp, int64_t ignore_index) = 0;
+  // out = silu(gate) up and its backward; contiguous, same shape and dtype (tensor/fused.h).
+  virtual void swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) = 0;
+  virtual void swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) = 0;
   virtual void rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) = 0;
   virtual void cmha_rotate(const Tensor& out, const Tensor& z, const ops::CmhaParams& p) = 0;
   virtual void cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& grad, const Tensor& z, const ops::CmhaParams& p) = 0;

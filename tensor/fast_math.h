@@ -1,7 +1,7 @@
 #pragma once
 // Branch-free float32 atan2, sincos and exp that the compiler can vectorise
 // (the libm calls cannot be), for the inner loops of the ComplexFormer
-// rotation and of the fused attention.
+// rotation, the fused attention and SwiGLU.
 // Cephes-style: range reduction plus minimax polynomials; errors are a few
 // float32 ulps (checked against libm in tests/test_fast_math.cpp).
 #include <bit>
@@ -66,6 +66,8 @@ inline void sincos(float t, float& s, float& c) {
 
 // e^x for x <= 88 (the softmax's exponent is never positive); x < -87.3 gives 0
 // (e^x is then below the smallest normal float), -inf gives 0, NaN stays NaN.
+// x > 88 gives e^88: enough for SwiGLU's sigmoid 1 / (1 + e^-a), which is
+// then below 1e-38 either way.
 inline float exp(float x) {
   constexpr float kLowest = -87.3365447f, kHighest = 88.0f;
   const float finite = x != x ? 0.0f : x;  // NaN never reaches the float-to-int conversion below

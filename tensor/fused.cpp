@@ -46,6 +46,35 @@ RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x_in, const Ten
   return out;
 }
 
+// ---------------------------------------------------------------- SwiGLU
+
+namespace {
+void check_swiglu(const char* op, const Tensor& gate, const Tensor& up) {
+  PHASOR_CHECK(gate.shape() == up.shape(), op, ": gate shape ", gate.shape(), " differs from up shape ", up.shape());
+  PHASOR_CHECK(gate.dtype() == up.dtype(), op, ": gate dtype ", gate.dtype(), " differs from up dtype ", up.dtype());
+  PHASOR_CHECK(is_floating(gate.dtype()), op, ": not defined for dtype ", gate.dtype(), " (real floating dtypes only)");
+}
+}  // namespace
+
+Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
+  const Device device = op_device("swiglu", gate_in, {up_in});
+  check_swiglu("swiglu", gate_in, up_in);
+  const Tensor gate = prepared(gate_in, device), up = prepared(up_in, device);
+  Tensor out = empty(gate.shape(), gate.dtype(), device);
+  backend(device).swiglu(out, gate, up);
+  return out;
+}
+
+SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate_in, const Tensor& up_in) {
+  const Device device = op_device("swiglu_backward", grad, {gate_in, up_in});
+  check_swiglu("swiglu_backward", gate_in, up_in);
+  PHASOR_CHECK(grad.shape() == gate_in.shape(), "swiglu_backward: gradient shape ", grad.shape(), " differs from ", gate_in.shape());
+  const Tensor gate = prepared(gate_in, device), up = prepared(up_in, device);
+  SwigluGrads out{empty(gate.shape(), gate.dtype(), device), empty(gate.shape(), gate.dtype(), device)};
+  backend(device).swiglu_backward(out, prepared(grad, gate.dtype(), device), gate, up);
+  return out;
+}
+
 // ---------------------------------------------------------------- cross-entropy
 
 CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index, bool mean) {

@@ -17,6 +17,15 @@ struct RmsNormGrads {
 };
 RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& inv_rms);
 
+// ---- SwiGLU's gate: silu(gate) * up, elementwise, same shapes ----
+// The feed-forward's activation in one pass each way instead of four (silu,
+// its product, and their backwards), never storing silu(gate).
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+struct SwigluGrads {
+  Tensor dgate, dup;
+};
+SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate, const Tensor& up);
+
 // ---- cross-entropy from logits [R, V] and int64 targets [R] ----
 // Mean over rows whose target != ignore_index; also returns each row's logsumexp.
 struct CrossEntropyResult {

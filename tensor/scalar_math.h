@@ -204,6 +204,19 @@ PHASOR_SCALAR R add_rn(R a, R b) {
 }
 #endif
 
+// ---- SwiGLU's gate (tensor/fused.h): silu(a) b, given s = sigmoid(a) (each
+// backend computes it with its fastest exp) ----
+template <class T>
+PHASOR_SCALAR T swiglu_value(T a, T b, T s) {
+  return a * s * b;
+}
+// The gradients of g-weighted silu(a) b: silu'(a) = s (1 + a (1 - s)).
+template <class T>
+PHASOR_SCALAR void swiglu_grads(T a, T b, T s, T g, T& da, T& db) {
+  db = g * (a * s);
+  da = g * b * (s * (T(1) + a * (T(1) - s)));
+}
+
 // ---- the ComplexFormer rotation's phase (tensor/fused.h), formed one way on every backend ----
 // m w_j in double, rounded once to R (as the spec's reference does); beta scales it in R.
 template <class R>

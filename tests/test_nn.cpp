@@ -2,6 +2,8 @@
 // against hand computations and finite differences, losses, the optimizers
 // against their formulas worked out here step by step, the learning-rate
 // schedule and gradient clipping.
+#include <omp.h>
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -427,6 +429,55 @@ TEST_CASE("SwiGLU: W2 (silu(W1 x) * (W3 x))") {
       for (int h = 0; h < 6; ++h) want[r * 4 + o] += w2[o * 6 + h] * a[h];
   }
   check_close(values(ffn.forward(x)), want, {.rtol = 1e-5, .atol = 1e-7});
+}
+
+TEST_CASE("swiglu: the fused silu(gate) * up against the composed ops, its gradients, and bad input") {
+  Generator gen(31);
+  // Large enough to be split across threads; the tails of the sigmoid included.
+  const Tensor gate = ops::binary(ops::Binary::Mul, randn({300, 129}, DType::Float32, &gen), scalar_tensor(8.0, DType::Float32));
+  const Tensor up = randn({300, 129}, DType::Float32, &gen);
+  ops::copy_(ops::narrow(ops::reshape(gate, {-1}), 0, 0, 4), from_vector<float>({-100.0f, 100.0f, 0.0f, -30.0f}));
+  const Tensor g = randn({300, 129}, DType::Float32, &gen);
+  const std::vector<double> gv = values(gate), uv = values(up), grad = values(g);
+  std::vector<double> want(gv.size()), want_dgate(gv.size()), want_dup(gv.size());
+  for (size_t i = 0; i < gv.size(); ++i) {
+    const double s = 1.0 / (1.0 + std::exp(-gv[i]));
+    want[i] = gv[i] * s * uv[i];
+    want_dup[i] = grad[i] * gv[i] * s;
+    want_dgate[i] = grad[i] * uv[i] * s * (1.0 + gv[i] * (1.0 - s));
+  }
+  // float32 against the double-precision formula: a few ulps of each value
+  // (atol only for values that round to zero, e.g. silu(-100)). silu' crosses
+  // zero near a = -1.28, where 1 + a (1 - s) cancels: there dgate is held to
+  // float32's rounding of its terms, 1e-6 of the largest gradient.
+  auto largest = [](const std::vector<double>& v) {
+    double m = 0;
+    for (double x : v) m = std::max(m, std::abs(x));
+    return m;
+  };
+  check_close(values(ops::swiglu(gate, up)), want, {.rtol = 1e-5, .atol = 1e-30});
+  const ops::SwigluGrads d = ops::swiglu_backward(g, gate, up);
+  check_close(values(d.dgate), want_dgate, {.rtol = 1e-5, .atol = 1e-6 * largest(want_dgate)});
+  check_close(values(d.dup), want_dup, {.rtol = 1e-5, .atol = 1e-30});
+
+  // The same bits whatever the thread count: the split only divides the elements.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<float> one_thread = ops::swiglu(gate, up).to_vector<float>();
+  omp_set_num_threads(std::max(2, threads));
+  CHECK(ops::swiglu(gate, up).to_vector<float>() == one_thread);
+  omp_set_num_threads(threads);
+
+  check_grad("swiglu", [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1]); }, {leaf(gen, {3, 7}), leaf(gen, {3, 7})});
+  // Through nn::SwiGLU, the fused and the composed activation agree.
+  nn::SwiGLU ffn(8, 12, &gen);
+  const Tensor x = randn({5, 8}, DType::Float32, &gen);
+  const Tensor composed = ffn.w2->forward(silu(ffn.w1->forward(x)) * ffn.w3->forward(x));
+  check_close(values(ffn.forward(x)), values(composed), {.rtol = 1e-5, .atol = 1e-7});
+
+  CHECK_THROWS_WITH(ops::swiglu(gate, ops::narrow(up, 0, 0, 2)), doctest::Contains("gate shape [300, 129] differs from up shape [2, 129]"));
+  CHECK_THROWS_WITH(ops::swiglu(gate, ops::to(up, DType::Float64)), doctest::Contains("differs from up dtype"));
+  CHECK_THROWS_WITH(ops::swiglu(ops::to(gate, DType::Complex64), ops::to(up, DType::Complex64)), doctest::Contains("real floating dtypes only"));
 }
 
 TEST_CASE("Dropout: seeded, identity in eval, expectation preserved") {

@@ -48,9 +48,13 @@ class CpuBackend final : public Backend {
                         bool mean) override;
   void cross_entropy_backward(const Tensor& dlogits, double grad, const Tensor& logits, const Tensor& targets, const Tensor& logsumexp,
                               int64_t ignore_index) override;
+  void swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) override;
+  void swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) override;
+  // rotation.cpp
   void rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) override;
   void cmha_rotate(const Tensor& out, const Tensor& z, const ops::CmhaParams& p) override;
   void cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& grad, const Tensor& z, const ops::CmhaParams& p) override;
+  // fused.cpp
   void attention_softmax(const Tensor& probs, const Tensor& scores, const Tensor& slopes, double scale, int64_t offset) override;
   void attention_softmax_backward(const Tensor& dscores, const Tensor& grad, const Tensor& probs, double scale) override;
   // attention.cpp

@@ -1,8 +1,8 @@
 // Fused transformer CPU kernels: one pass over memory where the composed ops
-// would take several. Rows are independent and split across OpenMP threads;
-// per-parameter reductions (RMSNorm weight, CMHA delta / phase_bias / beta)
-// accumulate per thread and are summed once at the end, in thread order, so
-// results are deterministic for a given thread count. CUDA twin: cuda/fused.cu.
+// would take several (the rotations are in rotation.cpp). Rows are
+// independent and split across OpenMP threads; per-parameter reductions
+// accumulate per thread (thread_sums.h), so results are deterministic for a
+// given thread count. CUDA twin: cuda/fused.cu.
 #include <omp.h>
 
 #include <cmath>
@@ -10,115 +10,98 @@
 
 #include "tensor/cpu/backend.h"
 #include "tensor/cpu/loop.h"
+#include "tensor/cpu/simd.h"
+#include "tensor/cpu/thread_sums.h"
 #include "tensor/fast_math.h"
 #include "tensor/scalar_math.h"
 
 namespace phasor::cpu {
 
-using ops::kEulerEps;
-
 namespace {
 int64_t rows_of(const Tensor& x) { return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1; }
 
-// Per-thread accumulators of `n` values in double, summed at the end.
-class ThreadSums {
- public:
-  explicit ThreadSums(int64_t n) : n_(n), sums_(static_cast<size_t>(n * omp_get_max_threads()), 0.0) {}
-  double* mine() { return sums_.data() + static_cast<size_t>(n_ * omp_get_thread_num()); }
-  template <class T>
-  void total_into(T* out) const {
-    for (int64_t i = 0; i < n_; ++i) {
-      double s = 0;
-      for (size_t t = 0; t < sums_.size() / static_cast<size_t>(std::max<int64_t>(n_, 1)); ++t) s += sums_[t * n_ + i];
-      out[i] = static_cast<T>(s);
-    }
-  }
-
- private:
-  int64_t n_;
-  std::vector<double> sums_;
-};
-
 bool threaded(int64_t work) { return work > kParallelGrain; }
-
-// Per-pair frequencies w_j, in double.
-std::vector<double> frequencies(int64_t pairs, double base) {
-  std::vector<double> w(static_cast<size_t>(pairs));
-  for (int64_t j = 0; j < pairs; ++j) w[j] = std::pow(base, -2.0 * static_cast<double>(j) / (2.0 * static_cast<double>(pairs)));
-  return w;
-}
-// The largest |theta| a CMHA call can form: |delta| pi + |phase_bias| + |beta| m w_0
-// at its farthest position. Past fastmath's exact range (about 65,000
-// positions at beta = 1.5) the kernels take libm's sincos in double instead.
-template <class R>
-bool needs_wide_sincos(const ops::CmhaParams& p, int64_t n) {
-  auto largest = [](const Tensor& t) {
-    double m = 0;
-    if (t.defined())
-      for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(static_cast<double>(t.data<R>()[i])));
-    return m;
-  };
-  const double farthest = std::max(std::abs(static_cast<double>(p.offset)), std::abs(static_cast<double>(p.offset + n - 1)));
-  const double bound = largest(p.delta) * M_PI + largest(p.phase_bias) + largest(p.beta) * farthest;  // w_0 = 1
-  return bound > static_cast<double>(fastmath::kSincosExactRange);
-}
-
-template <bool kWide, class R>
-inline void phase_sincos(R theta, R& s, R& c) {
-  if constexpr (kWide) {
-    s = static_cast<R>(std::sin(static_cast<double>(theta)));
-    c = static_cast<R>(std::cos(static_cast<double>(theta)));
-  } else {
-    fastmath::sincos(theta, s, c);
-  }
-}
 
 }  // namespace
 
 // ---------------------------------------------------------------- RMSNorm
 
+namespace {
+template <class T>
+struct RmsNormJob {
+  const T *x, *w, *g, *inv_rms;  // g and a filled inv_rms: backward only
+  T *y, *out_inv_rms, *dx;       // y, out_inv_rms: forward; dx: backward
+  int64_t d;
+  double eps;
+};
+
+template <class T>
+[[gnu::always_inline]] inline void rms_norm_rows(const RmsNormJob<T>& job, int64_t begin, int64_t end) {
+  const int64_t d = job.d;
+  for (int64_t row = begin; row < end; ++row) {
+    const T* xr = job.x + row * d;
+    double ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const T inv = static_cast<T>(1.0 / std::sqrt(ss / static_cast<double>(d) + job.eps));
+    job.out_inv_rms[row] = inv;
+    T* yr = job.y + row * d;
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv * job.w[i];
+  }
+}
+PHASOR_SIMD_CLONES void rms_norm_rows_f32(const RmsNormJob<float>& job, int64_t begin, int64_t end) { rms_norm_rows(job, begin, end); }
+template <class T>
+void rms_norm_best(const RmsNormJob<T>& job, int64_t begin, int64_t end) {
+  rms_norm_rows(job, begin, end);
+}
+void rms_norm_best(const RmsNormJob<float>& job, int64_t begin, int64_t end) { rms_norm_rows_f32(job, begin, end); }
+
+// With u = g w and r = inv_rms: dx = r u - r^3 x mean(u x), dw = sum_rows g x r (into acc, this thread's sums).
+template <class T>
+[[gnu::always_inline]] inline void rms_norm_backward_rows(const RmsNormJob<T>& job, int64_t begin, int64_t end, double* acc) {
+  const int64_t d = job.d;
+  for (int64_t row = begin; row < end; ++row) {
+    const T *gr = job.g + row * d, *xr = job.x + row * d;
+    const double inv = job.inv_rms[row];
+    double dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t i = 0; i < d; ++i) {
+      dot += static_cast<double>(gr[i]) * job.w[i] * xr[i];
+      acc[i] += static_cast<double>(gr[i]) * xr[i] * inv;
+    }
+    const T a = static_cast<T>(inv), b = static_cast<T>(inv * inv * inv * dot / static_cast<double>(d));
+    T* dxr = job.dx + row * d;
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) dxr[i] = a * gr[i] * job.w[i] - b * xr[i];
+  }
+}
+PHASOR_SIMD_CLONES void rms_norm_backward_rows_f32(const RmsNormJob<float>& job, int64_t begin, int64_t end, double* acc) {
+  rms_norm_backward_rows(job, begin, end, acc);
+}
+template <class T>
+void rms_norm_backward_best(const RmsNormJob<T>& job, int64_t begin, int64_t end, double* acc) {
+  rms_norm_backward_rows(job, begin, end, acc);
+}
+void rms_norm_backward_best(const RmsNormJob<float>& job, int64_t begin, int64_t end, double* acc) {
+  rms_norm_backward_rows_f32(job, begin, end, acc);
+}
+}  // namespace
+
 void CpuBackend::rms_norm(const ops::RmsNormResult& r, const Tensor& x, const Tensor& w, double eps) {
   const int64_t d = x.size(-1), rows = rows_of(x);
   dispatch_floating(x.dtype(), "rms_norm", [&]<class T>() {
-    const T *px = x.data<T>(), *pw = w.data<T>();
-    T *py = r.y.data<T>(), *pr = r.inv_rms.data<T>();
-#pragma omp parallel for if (threaded(rows * d))
-    for (int64_t row = 0; row < rows; ++row) {
-      const T* xr = px + row * d;
-      double ss = 0;
-      for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-      const T inv = static_cast<T>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
-      pr[row] = inv;
-      T* yr = py + row * d;
-      for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv * pw[i];
-    }
+    const RmsNormJob<T> job{x.data<T>(), w.data<T>(), nullptr, nullptr, r.y.data<T>(), r.inv_rms.data<T>(), nullptr, d, eps};
+    split_rows(rows, rows * d, [&](int64_t begin, int64_t end) { rms_norm_best(job, begin, end); });
   });
 }
 
-// With u = g w and r = inv_rms: dx = r u - r^3 x mean(u x), dw = sum_rows g x r.
 void CpuBackend::rms_norm_backward(const ops::RmsNormGrads& out, const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& r) {
   const int64_t d = x.size(-1), rows = rows_of(x);
   ThreadSums dw(d);
   dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
-    const T *pg = g.data<T>(), *px = x.data<T>(), *pw = w.data<T>(), *pr = r.data<T>();
-    T* pdx = out.dx.data<T>();
-#pragma omp parallel if (threaded(rows * d))
-    {
-      double* acc = dw.mine();
-#pragma omp for
-      for (int64_t row = 0; row < rows; ++row) {
-        const T *gr = pg + row * d, *xr = px + row * d;
-        const double inv = pr[row];
-        double dot = 0;
-        for (int64_t i = 0; i < d; ++i) {
-          dot += static_cast<double>(gr[i]) * pw[i] * xr[i];
-          acc[i] += static_cast<double>(gr[i]) * xr[i] * inv;
-        }
-        const T a = static_cast<T>(inv), b = static_cast<T>(inv * inv * inv * dot / static_cast<double>(d));
-        T* dxr = pdx + row * d;
-        for (int64_t i = 0; i < d; ++i) dxr[i] = a * gr[i] * pw[i] - b * xr[i];
-      }
-    }
+    const RmsNormJob<T> job{x.data<T>(), w.data<T>(), g.data<T>(), r.data<T>(), nullptr, nullptr, out.dx.data<T>(), d, 0.0};
+    split_rows(rows, rows * d, [&](int64_t begin, int64_t end) { rms_norm_backward_best(job, begin, end, dw.mine()); });
     dw.total_into(out.dweight.data<T>());
   });
 }
@@ -178,153 +161,52 @@ void CpuBackend::cross_entropy_backward(const Tensor& d, double grad, const Tens
   });
 }
 
-// ---------------------------------------------------------------- rotary
+// ---------------------------------------------------------------- SwiGLU
 
-void CpuBackend::rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) {
-  const int64_t b = z.size(0), n = z.size(1), h = z.size(2), pairs = z.size(3);
-  dispatch_inexact(z.dtype(), "rotate", [&]<class C>() {
-    if constexpr (is_complex_v<C>) {
-      const C *pz = z.data<C>(), *pt = table.data<C>();
-      C* po = out.data<C>();
-#pragma omp parallel for collapse(2) if (threaded(z.numel()))
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t m = 0; m < n; ++m) {
-          const C* t = pt + m * pairs;
-          for (int64_t hi = 0; hi < h; ++hi) {
-            const int64_t base = ((bi * n + m) * h + hi) * pairs;
-            for (int64_t j = 0; j < pairs; ++j) po[base + j] = pz[base + j] * (conjugate_table ? std::conj(t[j]) : t[j]);
-          }
-        }
-    }
-  });
+namespace {
+template <class T>
+[[gnu::always_inline]] inline T sigmoid_of(T a) {
+  return T(1) / (T(1) + fastmath::exp(-a));
 }
-
-// ---------------------------------------------------------------- ComplexFormer rotation
-
-void CpuBackend::cmha_rotate(const Tensor& out, const Tensor& z, const ops::CmhaParams& p) {
-  const int64_t b = z.size(0), n = z.size(1), h = z.size(2), pairs = z.size(3);
-  const std::vector<double> w = frequencies(pairs, p.rope_base);
-  dispatch_inexact(z.dtype(), "cmha_rotate", [&]<class C>() {
-    if constexpr (is_complex_v<C>) {
-      using R = real_of<C>;
-      const std::vector<R> no_bias(static_cast<size_t>(pairs), R(0));  // keys: no phase bias
-      const C* pz = z.data<C>();
-      const R *pd = p.delta.data<R>(), *pbeta = p.beta.data<R>(), *pbias = p.phase_bias.defined() ? p.phase_bias.data<R>() : nullptr;
-      C* po = out.data<C>();
-      auto rotate_all = [&]<bool kWide>() {
-#pragma omp parallel for collapse(2) if (threaded(z.numel() * 8))
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t m = 0; m < n; ++m) {
-          const double pos = static_cast<double>(p.offset + m);
-          for (int64_t hi = 0; hi < h; ++hi) {
-            const int64_t base = ((bi * n + m) * h + hi) * pairs;
-            // Interleaved (re, im) as plain reals so the pair loop vectorises.
-            const R* zin = reinterpret_cast<const R*>(pz + base);
-            R* zout = reinterpret_cast<R*>(po + base);
-            const R* delta = pd + hi * pairs;
-            const R* bias = pbias ? pbias + hi * pairs : no_bias.data();
-            const R beta = pbeta[hi];
-            const double* wd = w.data();
+template <class T>
+[[gnu::always_inline]] inline void swiglu_block(const T* gate, const T* up, T* out, int64_t begin, int64_t end) {
 #pragma omp simd
-            for (int64_t j = 0; j < pairs; ++j) {
-              const R re = zin[2 * j], im = zin[2 * j + 1];
-              const R r = std::sqrt(re * re + im * im + static_cast<R>(kEulerEps));
-              const R phi = fastmath::atan2(im, re);
-              const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, scalar::cmha_position_angle<R>(pos, wd[j]));
-              R s, c;
-              phase_sincos<kWide>(theta, s, c);
-              zout[2 * j] = r * c;
-              zout[2 * j + 1] = r * s;
-            }
-          }
-        }
-      };
-      if (needs_wide_sincos<R>(p, n)) rotate_all.template operator()<true>();
-      else rotate_all.template operator()<false>();
-    }
+  for (int64_t i = begin; i < end; ++i) out[i] = scalar::swiglu_value(gate[i], up[i], sigmoid_of(gate[i]));
+}
+PHASOR_SIMD_CLONES void swiglu_block_f32(const float* gate, const float* up, float* out, int64_t begin, int64_t end) {
+  swiglu_block(gate, up, out, begin, end);
+}
+template <class T>
+[[gnu::always_inline]] inline void swiglu_backward_block(const T* g, const T* gate, const T* up, T* dgate, T* dup, int64_t begin,
+                                                         int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) scalar::swiglu_grads(gate[i], up[i], sigmoid_of(gate[i]), g[i], dgate[i], dup[i]);
+}
+PHASOR_SIMD_CLONES void swiglu_backward_block_f32(const float* g, const float* gate, const float* up, float* dgate, float* dup,
+                                                  int64_t begin, int64_t end) {
+  swiglu_backward_block(g, gate, up, dgate, dup, begin, end);
+}
+}  // namespace
+
+void CpuBackend::swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  dispatch_floating(gate.dtype(), "swiglu", [&]<class T>() {
+    const T *pg = gate.data<T>(), *pu = up.data<T>();
+    T* po = out.data<T>();
+    split_rows(gate.numel(), gate.numel() * 4, [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>) swiglu_block_f32(pg, pu, po, begin, end);
+      else swiglu_block<T>(pg, pu, po, begin, end);
+    });
   });
 }
 
-// out = r e^{i theta}. With u = conj(G) e^{i theta}: dL/dr = Re u, dL/dtheta = -r Im u.
-// theta = delta phi + bias + beta m w: dL/ddelta += dL/dtheta phi, dL/dbias += dL/dtheta,
-// dL/dbeta += dL/dtheta m w, dL/dphi = dL/dtheta delta. Then, with the spec's
-// regularised derivatives dr/dz = z/r and dphi/d(x, y) = (-y, x)/r^2:
-//   G_z = (dL/dr / r + i dL/dphi / r^2) z.
-void CpuBackend::cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g, const Tensor& z, const ops::CmhaParams& p) {
-  const int64_t b = z.size(0), n = z.size(1), h = z.size(2), pairs = z.size(3);
-  const std::vector<double> w = frequencies(pairs, p.rope_base);
-  // Per-thread sums: [delta (h*pairs) | bias (h*pairs) | beta (h)].
-  ThreadSums sums(2 * h * pairs + h);
-  dispatch_inexact(z.dtype(), "cmha_rotate_backward", [&]<class C>() {
-    if constexpr (is_complex_v<C>) {
-      using R = real_of<C>;
-      const std::vector<R> no_bias(static_cast<size_t>(pairs), R(0));
-      const C *pz = z.data<C>(), *pg = g.data<C>();
-      const R *pd = p.delta.data<R>(), *pbeta = p.beta.data<R>(), *pbias = p.phase_bias.defined() ? p.phase_bias.data<R>() : nullptr;
-      C* pdz = out.dz.data<C>();
-      auto backward_all = [&]<bool kWide>() {
-#pragma omp parallel if (threaded(z.numel() * 8))
-      {
-        double* acc = sums.mine();
-        double* acc_delta = acc;
-        double* acc_bias = acc + h * pairs;
-        double* acc_beta = acc + 2 * h * pairs;
-#pragma omp for collapse(2)
-        for (int64_t bi = 0; bi < b; ++bi)
-          for (int64_t m = 0; m < n; ++m) {
-            const double pos = static_cast<double>(p.offset + m);
-            for (int64_t hi = 0; hi < h; ++hi) {
-              const int64_t base = ((bi * n + m) * h + hi) * pairs;
-              const R* zin = reinterpret_cast<const R*>(pz + base);
-              const R* gin = reinterpret_cast<const R*>(pg + base);
-              R* dz = reinterpret_cast<R*>(pdz + base);
-              const R* delta = pd + hi * pairs;
-              const R* bias = pbias ? pbias + hi * pairs : no_bias.data();
-              double* ad = acc_delta + hi * pairs;
-              double* ab = acc_bias + hi * pairs;
-              const R beta = pbeta[hi];
-              const double* wd = w.data();
-              R beta_sum = 0;
-#pragma omp simd reduction(+ : beta_sum)
-              for (int64_t j = 0; j < pairs; ++j) {
-                const R re = zin[2 * j], im = zin[2 * j + 1], g_re = gin[2 * j], g_im = gin[2 * j + 1];
-                const R r2 = re * re + im * im + static_cast<R>(kEulerEps);
-                const R r = std::sqrt(r2);
-                const R phi = fastmath::atan2(im, re);
-                const R mw = scalar::cmha_position_angle<R>(pos, wd[j]);
-                const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, mw);
-                R s, c;
-                phase_sincos<kWide>(theta, s, c);
-                // u = conj(G) (c + i s)
-                const R u_re = g_re * c + g_im * s;
-                const R u_im = g_re * s - g_im * c;
-                const R d_r = u_re, d_theta = -r * u_im;
-                const R d_phi = d_theta * delta[j];
-                const R k_re = d_r / r, k_im = d_phi / r2;
-                dz[2 * j] = k_re * re - k_im * im;
-                dz[2 * j + 1] = k_re * im + k_im * re;
-                ad[j] += static_cast<double>(d_theta * phi);
-                ab[j] += static_cast<double>(d_theta);
-                beta_sum += d_theta * mw;
-              }
-              acc_beta[hi] += beta_sum;
-            }
-          }
-      }
-      };
-      if (needs_wide_sincos<R>(p, n)) backward_all.template operator()<true>();
-      else backward_all.template operator()<false>();
-      std::vector<double> total(static_cast<size_t>(2 * h * pairs + h));
-      sums.total_into(total.data());
-      R* odelta = out.ddelta.data<R>();
-      R* obeta = out.dbeta.data<R>();
-      for (int64_t i = 0; i < h * pairs; ++i) odelta[i] = static_cast<R>(total[i]);
-      if (out.dphase_bias.defined()) {
-        R* obias = out.dphase_bias.data<R>();
-        for (int64_t i = 0; i < h * pairs; ++i) obias[i] = static_cast<R>(total[h * pairs + i]);
-      }
-      for (int64_t i = 0; i < h; ++i) obeta[i] = static_cast<R>(total[2 * h * pairs + i]);
-    }
+void CpuBackend::swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) {
+  dispatch_floating(gate.dtype(), "swiglu_backward", [&]<class T>() {
+    const T *pgrad = grad.data<T>(), *pg = gate.data<T>(), *pu = up.data<T>();
+    T *pdg = out.dgate.data<T>(), *pdu = out.dup.data<T>();
+    split_rows(gate.numel(), gate.numel() * 4, [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>) swiglu_backward_block_f32(pgrad, pg, pu, pdg, pdu, begin, end);
+      else swiglu_backward_block(pgrad, pg, pu, pdg, pdu, begin, end);
+    });
   });
 }
 

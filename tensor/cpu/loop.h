@@ -14,6 +14,24 @@ namespace phasor::cpu {
 
 constexpr int64_t kParallelGrain = 1 << 15;  // elements per thread before threading pays off
 
+// body(begin, end) over equal, contiguous blocks of [0, rows), one block per
+// thread when `work` (elements touched) is large enough to pay for waking
+// them; the split depends only on the thread count, so per-thread sums stay
+// deterministic. Inside a parallel region it runs inline.
+template <class Body>
+void split_rows(int64_t rows, int64_t work, Body&& body) {
+  const int threads = omp_get_max_threads();
+  if (work < kParallelGrain || threads == 1 || rows < 2 || omp_in_parallel()) {
+    body(int64_t{0}, rows);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    body(rows * t / nt, rows * (t + 1) / nt);
+  }
+}
+
 // inner(ptrs, inner_strides, n) is called for runs along the last dimension
 // of a coalesced plan.
 template <size_t N, class Inner>

@@ -7,11 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define PHASOR_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define PHASOR_SIMD_CLONES
-#endif
+#include "tensor/cpu/simd.h"
 
 namespace phasor::cpu {
 
