@@ -1,6 +1,5 @@
 #include "app/train.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -103,8 +102,7 @@ class SigintScope {  // Ctrl-C sets a flag; the loop saves and stops at the next
 
 void set_threads(int threads) {
   const int n = threads > 0 ? threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  omp_set_num_threads(n);  // GEMMs too: OpenBLAS runs single-threaded inside Phasor's pool (tensor/cpu/gemm.cpp)
 }
 
 Device device_of(const TrainOptions& o) { return o.device == "cpu" ? kCPU : cuda(0); }

@@ -1,6 +1,8 @@
 // Engine core: creation, views, broadcasting, promotion, reductions, matmul, indexing, errors.
 #include <doctest/doctest.h>
+#include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <complex>
 
@@ -160,6 +162,47 @@ TEST_CASE("matmul real and complex against a naive loop, with transposed and con
     Tensor bh = conj(b.transpose(0, 1).contiguous());
     check_close(matmul(a, bh, MatOp::None, MatOp::ConjTranspose).to_vector<c128>(), naive_matmul(av, bv, 5, 3, 4), {.atol = tol});
   }
+}
+
+TEST_CASE("matmul split across threads: blocks of rows and of columns, every flag, deterministic") {
+  // Large enough to be split (tensor/cpu/gemm.cpp): a tall product splits by
+  // rows of C, a wide one by columns, with a remainder block in each; a batch
+  // smaller than the thread count splits every item.
+  Generator gen(8);
+  const std::vector<std::array<int64_t, 4>> shapes{{1, 203, 37, 61}, {1, 29, 37, 250}, {3, 40, 50, 70}};
+  const MatOp ops_[] = {MatOp::None, MatOp::Transpose, MatOp::ConjTranspose};
+  const int threads = omp_get_max_threads();
+  for (DType dt : {DType::Float32, DType::Complex64}) {
+    for (const auto& shape : shapes) {
+      const int64_t batch = shape[0], m = shape[1], k = shape[2], n = shape[3];
+      for (MatOp op_a : ops_) {
+        for (MatOp op_b : ops_) {
+          if (!is_complex(dt) && (op_a == MatOp::ConjTranspose || op_b == MatOp::ConjTranspose)) continue;
+          const Tensor a = op_a == MatOp::None ? randn({batch, m, k}, dt, &gen) : randn({batch, k, m}, dt, &gen);
+          const Tensor b = op_b == MatOp::None ? randn({batch, k, n}, dt, &gen) : randn({batch, n, k}, dt, &gen);
+          omp_set_num_threads(1);
+          const std::vector<c128> one = ops::matmul(a, b, op_a, op_b).to_vector<c128>();
+          omp_set_num_threads(std::max(2, threads));
+          const std::vector<c128> split = ops::matmul(a, b, op_a, op_b).to_vector<c128>();
+          CAPTURE(m);
+          CAPTURE(n);
+          // Deterministic for a thread count; across thread counts OpenBLAS's
+          // edge kernels may round a block's last rows differently.
+          CHECK(ops::matmul(a, b, op_a, op_b).to_vector<c128>() == split);
+          check_close(split, one, {.rtol = 1e-5, .atol = 1e-5});
+          // and the product itself, item 0, against a naive loop on op(A), op(B)
+          auto operand = [](const Tensor& t, MatOp op) {
+            const Tensor item = t.select(0, 0);
+            const Tensor logical = op == MatOp::None ? item : item.transpose(0, 1);
+            return (op == MatOp::ConjTranspose ? conj(logical) : logical).contiguous().to_vector<c128>();
+          };
+          const std::vector<c128> want = naive_matmul(operand(a, op_a), operand(b, op_b), m, k, n);
+          check_close(std::vector<c128>(split.begin(), split.begin() + m * n), want, {.rtol = 1e-4, .atol = 1e-4});
+        }
+      }
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST_CASE("batched matmul broadcasts leading dims") {

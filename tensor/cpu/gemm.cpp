@@ -1,13 +1,32 @@
 // GEMM on OpenBLAS: one cblas_?gemm per batch item of the plan that the
 // matmul front-end (tensor/linalg.cpp) made; transposes and conjugate
 // transposes are BLAS flags, never copies. CUDA twin: cuda/gemm.cpp.
+//
+// One thread pool. OpenBLAS runs single-threaded (set on every call) and the
+// work is split here, over Phasor's own OpenMP threads: a batch over its
+// items, one large product into blocks of rows (or of columns, when it is
+// wider than tall) of C, one cblas call per block. OpenBLAS's own pthread pool
+// would otherwise spin beside the OpenMP workers on the same cores between
+// every two GEMMs of a step (docs/benchmarks.md, "One thread pool"). The
+// blocks depend only on the shape and the thread count, so results are the
+// same bits run after run (OpenBLAS's edge kernels may round the last rows of
+// a block differently, so a different thread count may change the last bit).
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include "tensor/cpu/backend.h"
 
 namespace phasor::cpu {
 
 namespace {
+
+// Below this many multiply-adds a product runs on the calling thread: waking
+// the pool costs more than it saves.
+constexpr int64_t kGemmParallelWork = int64_t{1} << 18;
+// The narrowest block of rows or columns a thread takes.
+constexpr int64_t kMinBlock = 16;
 
 CBLAS_TRANSPOSE flag(BlasOp op) { return op == BlasOp::N ? CblasNoTrans : op == BlasOp::T ? CblasTrans : CblasConjTrans; }
 
@@ -27,6 +46,33 @@ void gemm_one(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int6
   }
 }
 
+// One product C = op(A) op(B), row-major, and the blocks it splits into.
+template <class T>
+struct Product {
+  BlasOp op_a, op_b;
+  int64_t m, n, k;
+  const T* a;
+  int64_t lda;
+  const T* b;
+  int64_t ldb;
+  T* c;
+  int64_t ldc;
+
+  void run() const { gemm_one<T>(flag(op_a), flag(op_b), m, n, k, a, lda, b, ldb, c, ldc); }
+  // Rows [r0, r1) of C: rows of op(A), which are columns of A when it is transposed.
+  void run_rows(int64_t r0, int64_t r1) const {
+    if (r1 <= r0) return;
+    const T* a_block = a + (op_a == BlasOp::N ? r0 * lda : r0);
+    gemm_one<T>(flag(op_a), flag(op_b), r1 - r0, n, k, a_block, lda, b, ldb, c + r0 * ldc, ldc);
+  }
+  // Columns [c0, c1) of C: columns of op(B), which are rows of B when it is transposed.
+  void run_columns(int64_t c0, int64_t c1) const {
+    if (c1 <= c0) return;
+    const T* b_block = b + (op_b == BlasOp::N ? c0 : c0 * ldb);
+    gemm_one<T>(flag(op_a), flag(op_b), m, c1 - c0, k, a, lda, b_block, ldb, c + c0, ldc);
+  }
+};
+
 }  // namespace
 
 void CpuBackend::gemm(const Tensor& out, const GemmPlan& p) {
@@ -34,9 +80,36 @@ void CpuBackend::gemm(const Tensor& out, const GemmPlan& p) {
     const T* pa = p.a.t.template data<T>();
     const T* pb = p.b.t.template data<T>();
     T* pc = out.data<T>();
-    for (size_t i = 0; i < p.a.offsets.size(); ++i)
-      gemm_one<T>(flag(p.a.op), flag(p.b.op), p.m, p.n, p.k, pa + p.a.offsets[i], p.a.ld, pb + p.b.offsets[i], p.b.ld,
-                  pc + static_cast<int64_t>(i) * p.m * p.n, p.n);
+    const int64_t batch = static_cast<int64_t>(p.a.offsets.size());
+    auto product = [&](int64_t i) {
+      return Product<T>{p.a.op, p.b.op, p.m, p.n, p.k, pa + p.a.offsets[i], p.a.ld, pb + p.b.offsets[i], p.b.ld, pc + i * p.m * p.n, p.n};
+    };
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    // A caller may have given OpenBLAS threads (OPENBLAS_NUM_THREADS, openblas_set_num_threads): take them back.
+    if (threads > 1 && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    const int64_t work = batch * p.m * p.n * p.k;
+    const int64_t widest = std::max(p.m, p.n);
+    if (threads == 1 || work < kGemmParallelWork || (batch < threads && widest < 2 * kMinBlock)) {
+      for (int64_t i = 0; i < batch; ++i) product(i).run();
+    } else if (batch >= threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+      for (int64_t i = 0; i < batch; ++i) product(i).run();
+    } else {
+      // Few large products: each is split across every thread, along its longer side.
+      const bool by_rows = p.m >= p.n;
+      const int64_t blocks = std::min<int64_t>(threads, widest / kMinBlock);
+#pragma omp parallel num_threads(static_cast<int>(blocks))
+      {
+        // Block edges on multiples of kMinBlock, where OpenBLAS's micro-kernels tile.
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads(), units = (widest + kMinBlock - 1) / kMinBlock;
+        const int64_t begin = std::min(widest, units * t / nt * kMinBlock), end = std::min(widest, units * (t + 1) / nt * kMinBlock);
+        for (int64_t i = 0; i < batch; ++i) {
+          const Product<T> prod = product(i);
+          if (by_rows) prod.run_rows(begin, end);
+          else prod.run_columns(begin, end);
+        }
+      }
+    }
   });
 }
 
