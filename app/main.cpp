@@ -27,6 +27,7 @@
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
+#include "tensor/cpu/openblas_core.h"
 
 using namespace phasor;
 
@@ -150,19 +151,23 @@ std::string config_argument(int argc, char** argv) {
   return "";
 }
 
-// libgomp's idle threads spin by default, and on a machine with few cores they
-// take the cores from OpenBLAS's threads between GEMMs: a training step of the
-// README's model runs at 4.0-4.3k tokens/s on 2 cores, against 9.9-10.9k with
-// OMP_WAIT_POLICY=PASSIVE. libgomp reads the variable when it loads, before
-// main, so when the user has not chosen a policy, set it and start again.
-void prefer_passive_openmp_threads(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default policy
+// Two libraries read their settings from the environment when they load,
+// before main; when the user has not chosen them, set them and start again:
+// - libgomp's idle threads spin by default, and on a machine with few cores
+//   they take the cores from the threads doing the work: a training step of
+//   the README's model ran at 4.0-4.3k tokens/s on 2 cores, against 9.9-10.9k
+//   with OMP_WAIT_POLICY=PASSIVE;
+// - OpenBLAS may not recognise the CPU and run its slowest kernels
+//   (tensor/cpu/openblas_core.h).
+void prefer_environment(char** argv) {
+  bool changed = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) changed = setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0;
+  if (const char* core = openblas_core_to_set()) changed = setenv("OPENBLAS_CORETYPE", core, 1) == 0 || changed;
+  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
 }
 
 int main(int argc, char** argv) {
-  prefer_passive_openmp_threads(argv);
+  prefer_environment(argv);
   CLI::App app{"phasor: train, evaluate and sample ComplexFormer language models"};
   app.require_subcommand(1);
 

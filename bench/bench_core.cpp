@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "phasor.h"
+#include "tensor/cpu/openblas_core.h"
 #include "tensor/cpu/tile_product.h"
 
 #ifdef PHASOR_HAVE_TORCH
@@ -172,4 +173,11 @@ BENCHMARK(BM_torch_backward_chain100)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  phasor::use_best_openblas_core(argv);  // OpenBLAS's fastest kernels, as in every program of the project
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

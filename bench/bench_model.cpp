@@ -10,6 +10,7 @@
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tensor/cpu/openblas_core.h"
 #include "tensor/storage.h"
 
 using namespace phasor;
@@ -127,4 +128,11 @@ BENCHMARK(BM_generate_token)->Arg(64)->Arg(512)->Arg(2048)->Unit(benchmark::kMic
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  phasor::use_best_openblas_core(argv);  // OpenBLAS's fastest kernels, as in every program of the project
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

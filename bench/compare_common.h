@@ -10,6 +10,9 @@
 //   rotation  the attention rotation alone (complexformer: Euler transform +
 //             adaptive rotation; rope: the rotary product), forward + backward,
 //             on a [batch, seq_len, n_heads, head_dim] query tensor
+//   sgemm     one float32 [1024, 1024] x [1024, 1024] product: the machine's
+//             GEMM rate through each library, the yardstick of the training
+//             workloads' model FLOP rates
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -46,8 +49,8 @@ struct Options {
 // Parses argv; returns false (after printing) on --help or an error, with *exit_code set.
 inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit_code) {
   CLI::App app{std::string(name) + ": one side-by-side benchmark workload, one JSON line on stdout"};
-  app.add_option("--workload", o.workload, "train|eval|generate|rotation")
-      ->check(CLI::IsMember({"train", "eval", "generate", "rotation"}));
+  app.add_option("--workload", o.workload, "train|eval|generate|rotation|sgemm")
+      ->check(CLI::IsMember({"train", "eval", "generate", "rotation", "sgemm"}));
   app.add_option("--position", o.position, position_names("|"));
   app.add_option("--cmha-init", o.cmha_init, cmha_init_names("|"));
   app.add_option("--d-model", o.d_model);
@@ -59,7 +62,7 @@ inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit
   app.add_option("--prompt", o.prompt, "generate: prompt length");
   app.add_option("--new-tokens", o.new_tokens, "generate: tokens decoded per repetition");
   app.add_option("--threads", o.threads, "OpenMP / BLAS / intra-op threads")->check(CLI::PositiveNumber);
-  app.add_option("--blas-threads", o.blas_threads, "OpenBLAS threads when different from --threads (0: the same)")
+  app.add_option("--blas-threads", o.blas_threads, "LibTorch's OpenBLAS threads when different from --threads (0: the same); Phasor always runs OpenBLAS single-threaded inside its own pool")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", o.warmup, "untimed repetitions first")->check(CLI::NonNegativeNumber);
   app.add_option("--reps", o.reps, "timed repetitions")->check(CLI::PositiveNumber);
@@ -139,8 +142,27 @@ inline Timings time_runs(const Options& o, const std::function<void()>& body) {
   });
 }
 
-// Tokens a repetition processes (generate: new tokens decoded).
-inline int64_t tokens_per_rep(const Options& o) { return o.workload == "generate" ? o.new_tokens : o.batch * o.seq_len; }
+// Tokens a repetition processes (generate: new tokens decoded; sgemm: one product).
+inline int64_t tokens_per_rep(const Options& o) {
+  if (o.workload == "sgemm") return 1;
+  return o.workload == "generate" ? o.new_tokens : o.batch * o.seq_len;
+}
+
+constexpr int64_t kSgemmSize = 1024;
+
+// The FLOPs of one repetition, when they are counted: sgemm's 2 n^3, and a
+// training step's model FLOPs, 6 x (the weights in matrix products: 4 d^2 + 3 d
+// d_ff per layer and the 256 x d output head) + 12 x layers x d x seq (the
+// attention's two products, forward and backward, causal mask not discounted)
+// per token, as llm.c and nanoGPT count them.
+inline double flops_per_rep(const Options& o) {
+  if (o.workload == "sgemm") return 2.0 * static_cast<double>(kSgemmSize * kSgemmSize * kSgemmSize);
+  if (o.workload != "train") return 0.0;
+  const double d = static_cast<double>(o.d_model), layers = static_cast<double>(o.n_layers);
+  const double weights = layers * (4 * d * d + 3 * d * static_cast<double>(o.d_ff)) + 256 * d;
+  const double per_token = 6 * weights + 12 * layers * d * static_cast<double>(o.seq_len);
+  return per_token * static_cast<double>(tokens_per_rep(o));
+}
 
 // The JSON line: wall and CPU times per repetition and their medians, tokens/s
 // (by wall time), ms/token for generate, and the process's peak RSS (VmHWM)
@@ -169,6 +191,10 @@ inline void emit(const char* impl, const Options& o, const Timings& t, double ba
                       {"peak_rss_mib", proc_status_mib("VmHWM")},
                       {"base_rss_mib", base_rss_mib}};
   if (o.workload == "generate") j["ms_per_token"] = med / tokens;
+  if (const double flops = flops_per_rep(o); flops > 0) {
+    j["flops_per_rep"] = flops;
+    j["gflops_per_s"] = flops / (med / 1000.0) / 1e9;
+  }
   for (const auto& [k, v] : extra.items()) j[k] = v;
   std::cout << j.dump() << std::endl;
 }

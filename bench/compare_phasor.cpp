@@ -1,9 +1,9 @@
 // compare_phasor: Phasor's side of bench/compare_libtorch (see compare_common.h
 // for the workloads). Prints one JSON line.
-#include <cblas.h>
 #include <omp.h>
 
 #include "bench/compare_common.h"
+#include "tensor/cpu/openblas_core.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
@@ -39,18 +39,22 @@ int64_t greedy(const Tensor& logits) {  // logits [1, n, V]: argmax of the last 
 }  // namespace
 
 int main(int argc, char** argv) {
+  phasor::use_best_openblas_core(argv);  // both sides on the same GEMM kernels
   C::Options o;
   int code = 0;
   if (!C::parse(argc, argv, "compare_phasor", o, &code)) return code;
   try {
-    omp_set_num_threads(o.threads);
-    openblas_set_num_threads(o.blas_threads);
+    omp_set_num_threads(o.threads);  // Phasor's GEMMs split over these threads, OpenBLAS single-threaded inside them
     const double base_rss = C::proc_status_mib("VmRSS");
     Generator gen(o.seed + 1);
     C::Timings ms;
     nlohmann::json extra = nlohmann::json::object();
 
-    if (o.workload == "rotation") {
+    if (o.workload == "sgemm") {
+      const Tensor a = normal({C::kSgemmSize, C::kSgemmSize}, 0.0, 1.0, DType::Float32, &gen);
+      const Tensor b = normal({C::kSgemmSize, C::kSgemmSize}, 0.0, 1.0, DType::Float32, &gen);
+      ms = C::time_runs(o, [&] { ops::matmul(a, b); });
+    } else if (o.workload == "rotation") {
       const int64_t b = o.batch, n = o.seq_len, h = o.n_heads, d = o.d_model / o.n_heads, p = d / 2;
       Tensor x = normal({b, n, h, d}, 0.0, 1.0, DType::Float32, &gen);
       x.requires_grad_();

@@ -18,6 +18,7 @@
 #include "bench/compare_common.h"
 #include "bench/libtorch/positions.h"
 #include "bench/libtorch/reference_model.h"
+#include "tensor/cpu/openblas_core.h"
 
 namespace C = phasor::compare;
 namespace T = phasor::torch_ref;
@@ -143,6 +144,7 @@ int64_t greedy(const torch::Tensor& logits) { return logits.select(0, 0).select(
 }  // namespace
 
 int main(int argc, char** argv) {
+  phasor::use_best_openblas_core(argv);  // both sides on the same GEMM kernels
   C::Options o;
   int code = 0;
   if (!C::parse(argc, argv, "compare_torch", o, &code)) return code;
@@ -154,7 +156,10 @@ int main(int argc, char** argv) {
     C::Timings ms;
     nlohmann::json extra = nlohmann::json::object();
 
-    if (o.workload == "rotation") {
+    if (o.workload == "sgemm") {
+      const auto a = torch::randn({C::kSgemmSize, C::kSgemmSize}), b = torch::randn({C::kSgemmSize, C::kSgemmSize});
+      ms = C::time_runs(o, [&] { torch::mm(a, b); });
+    } else if (o.workload == "rotation") {
       const int64_t b = o.batch, n = o.seq_len, h = o.n_heads, d = o.d_model / o.n_heads, p = d / 2;
       auto x = torch::randn({b, n, h, d}).requires_grad_();
       const auto g = torch::randn({b, n, h, d});

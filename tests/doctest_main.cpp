@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/cpu/openblas_core.h"
 #include "tests/skip.h"
 
 namespace {
@@ -47,6 +48,7 @@ REGISTER_LISTENER("phasor_case_names", 1, CaseNames);
 void phasor::test::note_skip(const std::string& why) { skips().push_back({current_case, why}); }
 
 int main(int argc, char** argv) {
+  phasor::use_best_openblas_core(argv);  // as every program of the project: OpenBLAS's fastest kernels
   doctest::Context context(argc, argv);
   const int status = context.run();
   if (context.shouldExit() || status != 0) return status;
