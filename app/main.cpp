@@ -151,23 +151,13 @@ std::string config_argument(int argc, char** argv) {
   return "";
 }
 
-// Two libraries read their settings from the environment when they load,
-// before main; when the user has not chosen them, set them and start again:
-// - libgomp's idle threads spin by default, and on a machine with few cores
-//   they take the cores from the threads doing the work: a training step of
-//   the README's model ran at 4.0-4.3k tokens/s on 2 cores, against 9.9-10.9k
-//   with OMP_WAIT_POLICY=PASSIVE;
-// - OpenBLAS may not recognise the CPU and run its slowest kernels
-//   (tensor/cpu/openblas_core.h).
-void prefer_environment(char** argv) {
-  bool changed = false;
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) changed = setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0;
-  if (const char* core = openblas_core_to_set()) changed = setenv("OPENBLAS_CORETYPE", core, 1) == 0 || changed;
-  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
-}
-
 int main(int argc, char** argv) {
-  prefer_environment(argv);
+  // OpenBLAS reads its kernels' CPU when it loads: when it mis-detected this
+  // one, set it and start again (tensor/cpu/openblas_core.h). libgomp's wait
+  // policy is left to the user: with OpenBLAS single-threaded inside Phasor's
+  // pool, the default (spin briefly, then sleep) is the fastest measured
+  // (docs/benchmarks.md, "Thread pool and wait policy").
+  use_best_openblas_core(argv);
   CLI::App app{"phasor: train, evaluate and sample ComplexFormer language models"};
   app.require_subcommand(1);
 
