@@ -493,6 +493,18 @@ TEST_CASE("cuda: uniform and normal draws on the GPU reproduce the CPU's Philox 
 
 // ---------------------------------------------------------------- fused kernels
 
+TEST_CASE("cuda: SwiGLU's fused silu(gate) * up, forward and backward") {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const Dims& shape : {Dims{3, 7}, Dims{2048, 352}}) {
+      const Tensor gate = rnd(shape, dt, -12, 12), up = rnd(shape, dt), g = rnd(shape, dt);
+      expect_close(ops::swiglu(gate, up), ops::swiglu(on_gpu(gate), on_gpu(up)), "swiglu " + str(shape));
+      const auto rb = ops::swiglu_backward(g, gate, up);
+      const auto gb = ops::swiglu_backward(on_gpu(g), on_gpu(gate), on_gpu(up));
+      expect_close(rb.dgate, gb.dgate, "swiglu dgate " + str(shape));
+      expect_close(rb.dup, gb.dup, "swiglu dup " + str(shape));
+    }
+}
+
 TEST_CASE("cuda: RMSNorm and cross-entropy, forward and backward") {
   for (DType dt : {DType::Float32, DType::Float64})
     for (const Dims& shape : {Dims{3, 7}, Dims{2, 5, 128}, Dims{4, 1000}, Dims{2048, 128}}) {
