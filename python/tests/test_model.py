@@ -10,10 +10,11 @@ import phasor
 
 
 def test_loss_equals_phasor_eval(run_cli, checkpoint, text_file):
-    status, out, err = run_cli("eval", "--checkpoint", checkpoint, "--data", text_file, "--seq-len", 32, "--json")
+    status, out, err = run_cli("eval", "--checkpoint", checkpoint, "--data", text_file, "--seq-len", 32, "--max-windows", 400,
+                               "--json")
     assert status == 0, err
     want = json.loads(out)
-    got = phasor.load(str(checkpoint)).evaluate(text_file.read_bytes(), seq_len=32)
+    got = phasor.load(str(checkpoint)).evaluate(text_file.read_bytes(), seq_len=32, max_windows=400)
     assert got["windows"] == want["windows"] > 1 and got["tokens"] == want["tokens"]
     assert got["loss"] == pytest.approx(want["loss"], rel=1e-12)
     assert got["ppl"] == pytest.approx(want["ppl"], rel=1e-12)
