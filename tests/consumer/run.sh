@@ -18,8 +18,8 @@ installed=$(date +%s%N)
 (cd "$build" && cpack -G DEB -B "$work/deb" > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log" >&2; exit 1; }
 deb=$(ls "$work"/deb/phasor_"$version"_*.deb)
 contents=$(dpkg-deb -c "$deb")
-for f in usr/bin/phasor usr/lib/cmake/Phasor/PhasorConfig.cmake usr/lib/libphasor.a usr/include/phasor/phasor.h; do
-  grep -q " \./$f\$" <<< "$contents" || { echo "package_consumer: $deb lacks /$f" >&2; exit 1; }
+for f in 'usr/bin/phasor' 'usr/lib/cmake/Phasor/PhasorConfig\.cmake' 'usr/lib/libphasor\.(a|so)' 'usr/include/phasor/phasor\.h'; do
+  grep -qE " \./$f\$" <<< "$contents" || { echo "package_consumer: $deb lacks /$f" >&2; exit 1; }
 done
 packaged=$(date +%s%N)
 # The package must work from anywhere: no path of the build or the sources in its CMake files.
