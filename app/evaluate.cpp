@@ -54,6 +54,12 @@ int64_t sample(const Tensor& logits_row, const SampleOptions& o, Generator& gen)
 }
 }  // namespace
 
+std::vector<int64_t> encode_prompt(const std::string& text, int64_t vocab) {
+  std::vector<int64_t> ids = ByteTokenizer().encode(text);
+  for (int64_t t : ids) PHASOR_CHECK(t < vocab, "generate: prompt byte ", t, " is outside the model's vocabulary of ", vocab);
+  return ids;
+}
+
 std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options,
                               const std::function<void(int64_t)>& on_token) {
   PHASOR_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");

@@ -26,6 +26,8 @@ struct SampleOptions {
   int64_t top_k = 0;         // 0 = no cut
   uint64_t seed = 0;
 };
+// A prompt's tokens (one per byte); phasor::Error for a byte outside the vocabulary.
+std::vector<int64_t> encode_prompt(const std::string& text, int64_t vocab);
 // Continues `prompt` with the KV cache; `on_token` sees each new token as it is drawn.
 std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options,
                               const std::function<void(int64_t)>& on_token = nullptr);

@@ -19,6 +19,7 @@
 
 #include "app/attention_map.h"
 #include "app/distributed.h"
+#include "app/error_message.h"
 #include "app/evaluate.h"
 #include "app/gradient.h"
 #include "app/plot.h"
@@ -27,37 +28,12 @@
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
+#include "phasor_version.h"
 #include "tensor/cpu/openblas_core.h"
 
 using namespace phasor;
 
 namespace {
-
-// An error message as one line: names and values from the command line or from
-// files may hold newlines or other control bytes, which are written as \xNN.
-std::string one_line(const char* message) {
-  std::string out;
-  for (const char* p = message; *p; ++p) {
-    const auto c = static_cast<unsigned char>(*p);
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-      out += escaped;
-    }
-  }
-  return out;
-}
-
-// The one line a failure prints after "phasor: ". An allocation the machine (or
-// a limit such as ulimit -v) cannot satisfy is said as such: std::bad_alloc's
-// own text names no cause.
-std::string error_message(const std::exception& e) {
-  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
-    return "out of memory: an allocation failed (the input asks for more memory than this machine or its limits allow)";
-  return one_line(e.what());
-}
 
 // The flags of an option table (models/options.h): --<name with '-' for '_'>,
 // bound to the field, with the row's help. An enum field's flag takes its text
@@ -132,12 +108,6 @@ void refuse_out_of_range_integers(CLI::App& app) {
       if (option->get_type_name() == "INT" || option->get_type_name() == "UINT") option->check(in_range);
 }
 
-std::vector<int64_t> encode_prompt(const std::string& text, int64_t vocab) {
-  std::vector<int64_t> ids = ByteTokenizer().encode(text);
-  for (int64_t t : ids) PHASOR_CHECK(t < vocab, "generate: prompt byte ", t, " is outside the model's vocabulary of ", vocab);
-  return ids;
-}
-
 }  // namespace
 
 // The value of `--config` on a `train` command line, read before parsing so
@@ -160,6 +130,7 @@ int main(int argc, char** argv) {
   use_best_openblas_core(argv);
   CLI::App app{"phasor: train, evaluate and sample ComplexFormer language models"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "phasor " PHASOR_VERSION, "print the version this build was made from");
 
   // train
   TrainOptions train_opts;
@@ -202,12 +173,14 @@ int main(int argc, char** argv) {
   std::string prompt;
   SampleOptions sample;
   auto* gen_cmd = app.add_subcommand("generate", "continue a prompt, streaming the text");
-  gen_cmd->add_option("--checkpoint", checkpoint)->required();
-  gen_cmd->add_option("--prompt", prompt)->required();
-  gen_cmd->add_option("--tokens", sample.tokens)->check(CLI::NonNegativeNumber);
-  gen_cmd->add_option("--temperature", sample.temperature)->check(CLI::NonNegativeNumber);
-  gen_cmd->add_option("--top-k", sample.top_k)->check(CLI::NonNegativeNumber);
-  gen_cmd->add_option("--seed", sample.seed);
+  gen_cmd->add_option("--checkpoint", checkpoint, "model.safetensors")->required();
+  gen_cmd->add_option("--prompt", prompt, "the text to continue (one token per byte)")->required();
+  gen_cmd->add_option("--tokens", sample.tokens, "tokens to generate (default 200)")->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--temperature", sample.temperature, "sampling temperature (default 0.8; 0: greedy)")
+      ->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--top-k", sample.top_k, "sample from the K likeliest tokens only (default 0: all)")
+      ->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--seed", sample.seed, "seed of the sampling (default 0)");
 
   // plot
   std::vector<std::string> runs;
@@ -245,7 +218,7 @@ int main(int argc, char** argv) {
 
   // info
   auto* info_cmd = app.add_subcommand("info", "print the config and parameter count of a checkpoint");
-  info_cmd->add_option("checkpoint", checkpoint)->required();
+  info_cmd->add_option("checkpoint", checkpoint, "model.safetensors")->required();
 
   // sweep
   std::string preset = "quick", sweep_out, sweep_cell, sweep_device;
@@ -278,6 +251,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "phasor: %s (see phasor --help)\n", one_line(e.what()).c_str());

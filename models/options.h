@@ -36,18 +36,18 @@ struct Field {
 
 // The fields of ModelConfig, in the order of its flags in `phasor train --help`.
 inline constexpr Field<ModelConfig> kModelConfigFields[] = {
-    // name            member                         bound
+    // name            member                         bound              help
     {"position",        &ModelConfig::position},
-    {"vocab_size",      &ModelConfig::vocab_size,      Bound::Positive},
-    {"d_model",         &ModelConfig::d_model,         Bound::Positive},
-    {"n_layers",        &ModelConfig::n_layers,        Bound::Positive},
-    {"n_heads",         &ModelConfig::n_heads,         Bound::Positive},
-    {"d_ff",            &ModelConfig::d_ff,            Bound::Positive},
-    {"max_seq_len",     &ModelConfig::max_seq_len,     Bound::Positive},
-    {"rope_base",       &ModelConfig::rope_base,       Bound::AboveOne},
-    {"norm_eps",        &ModelConfig::norm_eps,        Bound::Positive},
-    {"tie_embeddings",  &ModelConfig::tie_embeddings},
-    {"xpos_scale_base", &ModelConfig::xpos_scale_base, Bound::Positive},
+    {"vocab_size",      &ModelConfig::vocab_size,      Bound::Positive,     "vocabulary size (256: one token per byte)"},
+    {"d_model",         &ModelConfig::d_model,         Bound::Positive,     "model width"},
+    {"n_layers",        &ModelConfig::n_layers,        Bound::Positive,     "transformer blocks"},
+    {"n_heads",         &ModelConfig::n_heads,         Bound::Positive,     "attention heads"},
+    {"d_ff",            &ModelConfig::d_ff,            Bound::Positive,     "SwiGLU hidden width"},
+    {"max_seq_len",     &ModelConfig::max_seq_len,     Bound::Positive,     "the most positions a learned-position model takes"},
+    {"rope_base",       &ModelConfig::rope_base,       Bound::AboveOne,     "base of the rotary frequencies"},
+    {"norm_eps",        &ModelConfig::norm_eps,        Bound::Positive,     "RMSNorm epsilon"},
+    {"tie_embeddings",  &ModelConfig::tie_embeddings,  Bound::Any,          "true|false: the output head shares the token embedding"},
+    {"xpos_scale_base", &ModelConfig::xpos_scale_base, Bound::Positive,     "XPos scale base S (xpos only)"},
     {"cmha_init",       &ModelConfig::cmha_init},
 };
 

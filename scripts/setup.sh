@@ -12,6 +12,8 @@ packages=(
   libtorch-dev                           # the LibTorch reference (parity tests, comparisons)
   clang libclang-rt-14-dev libomp-dev    # the sanitizer build and libFuzzer targets (clang, its OpenMP)
   openmpi-bin libopenmpi-dev             # multi-process training (mpirun; docs/distributed.md)
+  python3-dev python3-pybind11           # the Python module (python/)
+  python3-pytest python3-numpy python3-torch  # its tests: pytest, NumPy, PyTorch for the gradient convention
 )
 
 missing=()

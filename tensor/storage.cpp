@@ -79,7 +79,13 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   count_allocation(device.type, static_cast<int64_t>(nbytes));
 }
 
+Storage::Storage(void* data, size_t nbytes, Device device, std::shared_ptr<void> owner)
+    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {
+  PHASOR_CHECK(owner_ != nullptr, "Storage: memory owned elsewhere needs its owner");
+}
+
 Storage::~Storage() {
+  if (owner_) return;  // the owner's memory, released with owner_
   if (data_) allocator_for(device_)->deallocate(data_, nbytes_);
   counters(device_.type).in_use.fetch_sub(static_cast<int64_t>(nbytes_), std::memory_order_relaxed);
 }

@@ -31,6 +31,10 @@ void reset_peak_memory(DeviceType type);  // peak = in_use
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory owned elsewhere (a NumPy array's, for the Python module): neither
+  // allocated nor freed nor counted here; `owner` keeps it alive as long as
+  // this storage lives, and is released when it goes.
+  Storage(void* data, size_t nbytes, Device device, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -50,6 +54,7 @@ class Storage {
   size_t nbytes_ = 0;
   Device device_;
   uint64_t version_ = 0;
+  std::shared_ptr<void> owner_;  // set for memory owned elsewhere
 };
 
 }  // namespace phasor

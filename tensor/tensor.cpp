@@ -52,6 +52,24 @@ Tensor empty(const Dims& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor from_external(void* data, const Dims& shape, const Dims& strides, DType dtype, std::shared_ptr<void> owner,
+                     Device device) {
+  PHASOR_CHECK(shape.size() == strides.size(), "from_external: shape ", shape, " and strides ", strides, " differ in length");
+  int64_t last = 0;  // the farthest element, in elements from data
+  for (int d = 0; d < shape.size(); ++d) {
+    PHASOR_CHECK(shape[d] >= 0 && strides[d] >= 0, "from_external: shape ", shape, " and strides ", strides,
+                 " must be non-negative");
+    if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
+  }
+  const size_t bytes = shape.numel() == 0 ? 0 : static_cast<size_t>(last + 1) * itemsize(dtype);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(data, bytes, device, std::move(owner));
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
 Tensor full(const Dims& shape, c128 value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   ops::fill_(t, value);

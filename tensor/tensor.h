@@ -144,6 +144,11 @@ Tensor from_vector(const std::vector<T>& values) {
 }
 // Copies `shape.numel()` elements of type `dtype` from `data`.
 Tensor from_blob(const void* data, const Dims& shape, DType dtype);
+// A tensor over memory owned elsewhere, without a copy: element i of dimension
+// d at data + sum(i_d * strides_d) elements (strides non-negative); `owner`
+// keeps the memory alive as long as any view of the tensor does.
+Tensor from_external(void* data, const Dims& shape, const Dims& strides, DType dtype, std::shared_ptr<void> owner,
+                     Device device = kCPU);
 // A view of the same storage with explicit geometry (checked against the storage size).
 Tensor as_strided(const Tensor& t, const Dims& shape, const Dims& strides, int64_t offset);
 

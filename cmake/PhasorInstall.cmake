@@ -1,0 +1,60 @@
+# `cmake --install build --prefix P` installs the package another project
+# finds with find_package(Phasor): the headers under P/include/phasor (laid out
+# as at the repository root: #include "phasor.h"), libphasor and libphasor_app,
+# the `phasor` CLI, the Python module, and P/lib/cmake/Phasor/ with the targets
+# Phasor::phasor, Phasor::app and Phasor::cli. `cpack -G DEB` in the build
+# folder makes the same tree a Debian package.
+include(CMakePackageConfigHelpers)
+set(PHASOR_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Phasor)
+
+install(FILES phasor.h ${PROJECT_BINARY_DIR}/generated/phasor_version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasor)
+install(DIRECTORY tensor autograd nn models app DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasor FILES_MATCHING PATTERN "*.h")
+
+set(phasor_installed phasor phasor_app phasor_cli)
+if(PHASOR_CUDA)
+  list(APPEND phasor_installed phasor_cuda)
+endif()
+# A shared libphasor is found from the installed CLI and module through the RPATH.
+if(BUILD_SHARED_LIBS)
+  set_target_properties(phasor_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+endif()
+install(TARGETS ${phasor_installed} EXPORT PhasorTargets
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT PhasorTargets NAMESPACE Phasor:: DESTINATION ${PHASOR_CMAKE_DIR})
+
+# What the config must find again: the dependencies in the targets' link
+# interfaces (a static library carries even its private ones).
+if(MPI_CXX_FOUND)
+  set(PHASOR_CONFIG_MPI ON)
+else()
+  set(PHASOR_CONFIG_MPI OFF)
+endif()
+configure_package_config_file(cmake/PhasorConfig.cmake.in ${PROJECT_BINARY_DIR}/PhasorConfig.cmake
+  INSTALL_DESTINATION ${PHASOR_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/PhasorConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/PhasorConfig.cmake ${PROJECT_BINARY_DIR}/PhasorConfigVersion.cmake
+              cmake/PhasorOpenBLAS.cmake
+        DESTINATION ${PHASOR_CMAKE_DIR})
+
+# The Debian package: the installed tree under /usr.
+set(CPACK_PACKAGE_NAME phasor)
+set(CPACK_PACKAGE_VENDOR "Phasor")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "complex-valued tensors with reverse-mode autodiff, and the ComplexFormer language model")
+set(CPACK_PACKAGE_CONTACT "Phasor maintainers <phasor@localhost>")
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # the CLI's and module's shared libraries, from dpkg-shlibdeps
+# What a program built against the headers and the static libraries needs.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, nlohmann-json3-dev, libgomp1")
+if(PHASOR_CONFIG_MPI)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
+endif()
+if(phasor_python_found)  # the module is built for this minor version of Python
+  math(EXPR next_minor "${Python3_VERSION_MINOR} + 1")
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}), python3 (<< ${Python3_VERSION_MAJOR}.${next_minor}), python3-numpy")
+endif()
+include(CPack)

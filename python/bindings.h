@@ -1,0 +1,11 @@
+#pragma once
+// The parts of the `phasor` Python module, each defined in its own file and
+// called from PYBIND11_MODULE (python/module.cpp).
+#include <pybind11/pybind11.h>
+
+namespace phasor::python {
+
+void bind_tensor(pybind11::module_& m);    // python/tensor_bindings.cpp: Tensor, dtypes, ops, autograd
+void bind_models(pybind11::module_& m);    // python/model_bindings.cpp: load, evaluate, gradients, generate
+
+}  // namespace phasor::python

@@ -1,0 +1,68 @@
+// The model level: phasor.load(checkpoint) -> Model, and what the CLI does with
+// one: evaluate a text (`phasor eval`), the gradients of one evaluation window
+// (`phasor grad`), generate (`phasor generate`); the same functions of app/,
+// so the numbers and the error messages are the CLI's.
+#include <memory>
+
+#include <pybind11/stl.h>
+
+#include "app/evaluate.h"
+#include "app/gradient.h"
+#include "models/data/corpus.h"
+#include "models/data/tokenizer.h"
+#include "models/model_io.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace phasor::python {
+
+namespace {
+
+py::dict named(const nn::NamedTensors& tensors) {
+  py::dict out;
+  for (const auto& [name, t] : tensors) out[py::str(name)] = t;
+  return out;
+}
+
+py::object json_to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+}  // namespace
+
+void bind_models(py::module_& m) {
+  py::class_<CausalLM, std::shared_ptr<CausalLM>>(m, "Model", "a causal language model loaded from a checkpoint")
+      .def_property_readonly("config", [](const CausalLM& model) { return json_to_python(to_json(model.config())); })
+      .def("parameters", [](const CausalLM& model) { return named(model.named_parameters()); },
+           "the parameters by checkpoint name (tensors sharing the model's memory)")
+      .def("forward", [](const CausalLM& model, const Tensor& tokens) { return model.forward(tokens); }, "tokens"_a,
+           "logits [B, N, vocab] of int64 tokens [B, N]")
+      .def("loss", [](const CausalLM& model, const Tensor& tokens, const Tensor& targets) { return model.loss(tokens, targets); },
+           "tokens"_a, "targets"_a, "mean cross-entropy of the next-token predictions (differentiable)")
+      .def("evaluate", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t max_windows, int64_t batch) {
+             check_positions_fit(model.config(), seq_len, "eval: --seq-len");
+             const EvalResult r = evaluate(model, ByteTokenizer().encode(text), seq_len, max_windows, batch);
+             return py::dict("loss"_a = r.loss, "ppl"_a = r.ppl, "tokens"_a = r.tokens, "windows"_a = r.windows,
+                             "seq_len"_a = r.seq_len);
+           }, "text"_a, "seq_len"_a = 128, "max_windows"_a = 0, "batch"_a = 8,
+           "loss and perplexity over the spec's evaluation windows of `text` (str or bytes), as `phasor eval --json`")
+      .def("gradients", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t window, bool activations) {
+             const WindowGradients g = window_gradients(model, ByteTokenizer().encode(text), seq_len, window, activations);
+             return py::dict("loss"_a = g.loss, "window"_a = g.window, "windows"_a = g.windows, "seq_len"_a = g.seq_len,
+                             "parameters"_a = named(g.parameters), "activations"_a = named(g.activations));
+           }, "text"_a, "seq_len"_a, "window"_a = 0, "activations"_a = false,
+           "the gradient of one evaluation window's loss w.r.t. every parameter (and with activations=True, dL/dr and "
+           "dL/dphi at each layer's Euler transform), as `phasor grad` writes them")
+      .def("generate", [](const CausalLM& model, const std::string& prompt, int64_t tokens, double temperature, int64_t top_k,
+                          uint64_t seed) {
+             const std::vector<int64_t> ids = encode_prompt(prompt, model.config().vocab_size);
+             return py::bytes(ByteTokenizer().decode(generate(model, ids, SampleOptions{tokens, temperature, top_k, seed})));
+           }, "prompt"_a, "tokens"_a = 200, "temperature"_a = 0.8, "top_k"_a = 0, "seed"_a = 0,
+           "the continuation of `prompt` (bytes: one token per byte), as `phasor generate` streams it");
+  m.def("load", [](const std::string& path) { return std::shared_ptr<CausalLM>(load_model(path)); }, "checkpoint"_a,
+        "a model from a model.safetensors checkpoint");
+  m.def("load_text", [](const std::string& name_or_path) { return py::bytes(load_text(name_or_path)); }, "name_or_path"_a,
+        "a text file or a built-in corpus (kjv, code, arith), as --data reads it");
+}
+
+}  // namespace phasor::python

@@ -1,0 +1,223 @@
+// phasor.Tensor (zero-copy with NumPy), the dtypes, the differentiable ops,
+// requires_grad / backward / grad, no_grad and gradcheck.
+#include <optional>
+#include <variant>
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "python/bindings.h"
+#include "python/numpy_bridge.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace phasor::python {
+
+namespace {
+
+// The right-hand side of an arithmetic op: a tensor (or array) or a Python number.
+using Operand = std::variant<Tensor, c128>;
+Tensor operand(const Operand& x, const Tensor& like) {
+  if (const Tensor* t = std::get_if<Tensor>(&x)) return *t;
+  return scalar_like(like, std::get<c128>(x));  // the dtype that combines with `like`, as C++'s t * 2.0 does
+}
+
+// A raw in-place write records nothing: refused where autograd would need it.
+void check_in_place(const Tensor& t, const char* op) {
+  PHASOR_CHECK(!(t.requires_grad() && GradMode::enabled()), op,
+               ": an in-place write to a tensor that requires grad is not recorded; do it under phasor.no_grad()");
+}
+
+using Unary = Tensor (*)(const Tensor&);
+using Binary = Tensor (*)(const Tensor&, const Tensor&);
+
+py::object item(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::Bool: return py::bool_(t.item<double>() != 0);
+    case DType::Int64: return py::int_(t.item<int64_t>());
+    case DType::Complex64:
+    case DType::Complex128: return py::cast(t.item<c128>());
+    default: return py::float_(t.item<double>());
+  }
+}
+
+py::tuple shape_tuple(const Dims& dims) {
+  py::tuple out(dims.size());
+  for (int i = 0; i < dims.size(); ++i) out[i] = dims[i];
+  return out;
+}
+Dims to_dims(const std::vector<int64_t>& v) { return Dims(v); }
+
+// `with phasor.no_grad():` records nothing, as NoGradGuard does in C++.
+class NoGrad {
+ public:
+  void enter() { guard_.emplace(); }
+  void exit(const py::args&) { guard_.reset(); }
+
+ private:
+  std::optional<NoGradGuard> guard_;
+};
+
+std::optional<Generator> generator(std::optional<uint64_t> seed) {
+  return seed ? std::optional<Generator>(Generator(*seed)) : std::nullopt;
+}
+
+}  // namespace
+
+void bind_tensor(py::module_& m) {
+  py::enum_<DType>(m, "dtype")
+      .value("bool", DType::Bool)
+      .value("int64", DType::Int64)
+      .value("float32", DType::Float32)
+      .value("float64", DType::Float64)
+      .value("complex64", DType::Complex64)
+      .value("complex128", DType::Complex128)
+      .export_values();
+
+  py::class_<Tensor> tensor(m, "Tensor", py::buffer_protocol(), R"(An n-dimensional array with autograd.
+
+Tensor(array) shares the array's memory (NumPy or any buffer of float32,
+float64, complex64, complex128, int64 or bool): writes on either side are seen
+on the other, and the tensor keeps the array alive. np.asarray(t) and
+t.numpy() are views of the tensor's memory the other way.)");
+  tensor.def(py::init(&tensor_from_buffer), "array"_a)
+      .def_buffer(&tensor_buffer)
+      .def("numpy", [](py::object self) { return tensor_to_numpy(self.cast<const Tensor&>(), self); },
+           "a NumPy array sharing this tensor's memory")
+      .def("__array__", [](py::object self, py::object dtype) {
+             py::array a = tensor_to_numpy(self.cast<const Tensor&>(), self);
+             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+           }, "dtype"_a = py::none())
+      .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("__len__", [](const Tensor& t) { return t.size(0); })
+      .def_property_readonly("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); },
+                             "the address of the first element")
+      .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool on) { t.requires_grad_(on); })
+      .def("requires_grad_", [](Tensor& t, bool on) { return t.requires_grad_(on); }, "requires_grad"_a = true)
+      .def_property_readonly("grad", [](const Tensor& t) -> std::optional<Tensor> {
+        const Tensor g = t.grad();
+        return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
+      })
+      .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+             t.backward(gradient.value_or(Tensor()), retain_graph);
+           }, "gradient"_a = py::none(), "retain_graph"_a = false,
+           "from a real scalar, or seeded with `gradient`; complex leaves get dL/dx + i dL/dy (PyTorch's convention)")
+      .def("retain_grad", &Tensor::retain_grad)
+      .def("zero_grad", &Tensor::zero_grad)
+      .def("detach", &Tensor::detach)
+      .def("copy_", [](const Tensor& t, const Operand& src) {
+             check_in_place(t, "copy_");
+             ops::copy_(t, operand(src, t));
+             return t;
+           }, "src"_a, "writes src (broadcast, converted) into this tensor's memory: NumPy views of it see the values")
+      .def("fill_", [](const Tensor& t, c128 value) {
+             check_in_place(t, "fill_");
+             ops::fill_(t, value);
+             return t;
+           }, "value"_a)
+      .def("item", &item)
+      .def("tolist", [](py::object self) { return tensor_to_numpy(self.cast<const Tensor&>(), self).attr("tolist")(); })
+      .def("to", [](const Tensor& t, DType d) { return to(t, d); }, "dtype"_a)
+      .def("clone", [](const Tensor& t) { return clone(t); })
+      .def("contiguous", [](const Tensor& t) { return contiguous(t); })
+      .def("reshape", [](const Tensor& t, const std::vector<int64_t>& s) { return reshape(t, to_dims(s)); })
+      .def("permute", [](const Tensor& t, const std::vector<int64_t>& o) { return permute(t, to_dims(o)); })
+      .def("transpose", [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); })
+      .def("select", [](const Tensor& t, int64_t dim, int64_t i) { return select(t, dim, i); })
+      .def("narrow", [](const Tensor& t, int64_t dim, int64_t start, int64_t n) { return narrow(t, dim, start, n); })
+      .def("__getitem__", [](const Tensor& t, int64_t i) { return select(t, 0, i); })
+      .def("__repr__", &Tensor::to_string);
+
+  // Arithmetic with tensors, arrays and numbers, both ways round.
+  const std::pair<const char*, Binary> arithmetic[] = {{"add", &add}, {"sub", &sub}, {"mul", &mul}, {"truediv", &div}};
+  for (const auto& [name, fn] : arithmetic) {
+    const std::string n = name;
+    tensor.def(("__" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, py::is_operator());
+    tensor.def(("__r" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(operand(b, a), a); }, py::is_operator());
+  }
+  tensor.def("__neg__", [](const Tensor& a) { return neg(a); })
+      .def("__pow__", [](const Tensor& a, double e) { return pow(a, e); }, py::is_operator())
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator());
+  py::implicitly_convertible<py::buffer, Tensor>();  // any op takes a NumPy array for a tensor (zero-copy)
+
+  const std::pair<const char*, Unary> unary[] = {
+      {"neg", &neg},       {"exp", &exp},     {"log", &log},         {"sqrt", &sqrt},   {"rsqrt", &rsqrt},
+      {"sin", &sin},       {"cos", &cos},     {"tanh", &tanh},       {"sigmoid", &sigmoid}, {"silu", &silu},
+      {"gelu", &gelu},     {"abs", &abs},     {"square", &square},   {"reciprocal", &reciprocal},
+      {"conj", &conj},     {"angle", &angle}, {"real", &real},       {"imag", &imag},
+      {"view_as_real", &view_as_real},        {"view_as_complex", &view_as_complex}, {"contiguous", &contiguous}, {"clone", &clone}};
+  for (const auto& [name, fn] : unary) {
+    m.def(name, fn, "x"_a);
+    tensor.def(name, fn);
+  }
+  const std::pair<const char*, Binary> binary[] = {{"add", &add},         {"sub", &sub},         {"mul", &mul},
+                                                   {"div", &div},         {"maximum", &maximum}, {"minimum", &minimum},
+                                                   {"atan2", &atan2},     {"complex", &complex}, {"polar", &polar}};
+  for (const auto& [name, fn] : binary)
+    m.def(name, [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, "a"_a, "b"_a);
+  m.def("pow", [](const Tensor& a, double e) { return pow(a, e); }, "x"_a, "exponent"_a);
+  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, "a"_a, "b"_a);
+
+  // Reductions over `dims` (all when empty).
+  using Reduction = Tensor (*)(const Tensor&, const std::vector<int64_t>&, bool);
+  const std::pair<const char*, Reduction> reductions[] = {{"sum", &sum}, {"mean", &mean}, {"norm", &norm}};
+  for (const auto& [name, fn] : reductions) {
+    m.def(name, fn, "x"_a, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false);
+    tensor.def(name, fn, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false);
+  }
+  m.def("softmax", [](const Tensor& x, int64_t dim) { return softmax(x, dim); }, "x"_a, "dim"_a);
+  m.def("log_softmax", [](const Tensor& x, int64_t dim) { return log_softmax(x, dim); }, "x"_a, "dim"_a);
+  m.def("logsumexp", [](const Tensor& x, int64_t dim, bool keepdim) { return logsumexp(x, dim, keepdim); }, "x"_a, "dim"_a,
+        "keepdim"_a = false);
+  m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0);
+  m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0);
+
+  // Creation.
+  m.def("from_numpy", &tensor_from_buffer, "array"_a, "a tensor sharing the array's memory (as phasor.Tensor(array))");
+  m.def("tensor", [](const py::object& data, std::optional<DType> dtype) {
+          const Tensor t = tensor_copy(data);
+          return dtype && *dtype != t.dtype() ? to(t, *dtype) : t;
+        }, "data"_a, "dtype"_a = py::none(), "a tensor holding a copy of `data` (an array, a list, a number)");
+  m.def("zeros", [](const std::vector<int64_t>& s, DType d) { return zeros(to_dims(s), d); }, "shape"_a, "dtype"_a = DType::Float32);
+  m.def("ones", [](const std::vector<int64_t>& s, DType d) { return ones(to_dims(s), d); }, "shape"_a, "dtype"_a = DType::Float32);
+  m.def("full", [](const std::vector<int64_t>& s, c128 v, DType d) { return full(to_dims(s), v, d); }, "shape"_a, "value"_a,
+        "dtype"_a = DType::Float32);
+  m.def("arange", [](double start, double end, double step, DType d) { return arange(start, end, step, d); }, "start"_a,
+        "end"_a, "step"_a = 1.0, "dtype"_a = DType::Float32);
+  m.def("randn", [](const std::vector<int64_t>& s, DType d, std::optional<uint64_t> seed) {
+          auto gen = generator(seed);
+          return randn(to_dims(s), d, gen ? &*gen : nullptr);
+        }, "shape"_a, "dtype"_a = DType::Float32, "seed"_a = py::none(), "standard normal (complex: each part of variance 1/2)");
+  m.def("rand", [](const std::vector<int64_t>& s, DType d, std::optional<uint64_t> seed) {
+          auto gen = generator(seed);
+          return rand(to_dims(s), d, gen ? &*gen : nullptr);
+        }, "shape"_a, "dtype"_a = DType::Float32, "seed"_a = py::none());
+  m.def("manual_seed", &manual_seed, "seed"_a);
+
+  // Autograd.
+  py::class_<NoGrad>(m, "no_grad", "with phasor.no_grad(): nothing inside records a graph")
+      .def(py::init<>())
+      .def("__enter__", &NoGrad::enter)
+      .def("__exit__", &NoGrad::exit);
+  m.def("is_grad_enabled", &GradMode::enabled);
+  py::class_<GradcheckResult>(m, "GradcheckResult")
+      .def_readonly("ok", &GradcheckResult::ok)
+      .def_readonly("worst_error", &GradcheckResult::worst_error)
+      .def_readonly("message", &GradcheckResult::message)
+      .def("__bool__", [](const GradcheckResult& r) { return r.ok; });
+  m.def("gradcheck", [](const py::function& f, const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
+          const TensorFunction call = [&f](const std::vector<Tensor>& xs) { return f(*py::cast(xs)).cast<Tensor>(); };
+          return gradcheck(call, inputs, GradcheckOptions{eps, atol, rtol});
+        }, "f"_a, "inputs"_a, "eps"_a = 1e-6, "atol"_a = 1e-7, "rtol"_a = 1e-5,
+        "finite differences against backward for f(*inputs) (float64 / complex128 inputs); the result is truthy when they agree");
+}
+
+}  // namespace phasor::python

@@ -1,0 +1,69 @@
+"""The model level against the `phasor` CLI on the same checkpoint and text:
+the loss of `phasor eval --json`, the gradients of `phasor grad`, the text of
+`phasor generate`, and the same one-line error messages.
+
+Where OpenBLAS does not recognise the CPU, the `phasor` command restarts itself
+on OpenBLAS's best kernels (tensor/cpu/openblas_core.h) while this Python
+process keeps the ones OpenBLAS chose when it loaded: the GEMMs then round
+differently, so losses are compared to 1e-6, not to the last bit."""
+import json
+
+import numpy as np
+import pytest
+
+import phasor
+
+
+def test_loss_equals_phasor_eval(run_cli, checkpoint, text_file):
+    status, out, err = run_cli("eval", "--checkpoint", checkpoint, "--data", text_file, "--seq-len", 32, "--max-windows", 400,
+                               "--json")
+    assert status == 0, err
+    want = json.loads(out)
+    got = phasor.load(str(checkpoint)).evaluate(text_file.read_bytes(), seq_len=32, max_windows=400)
+    assert got["windows"] == want["windows"] > 1 and got["tokens"] == want["tokens"]
+    assert got["loss"] == pytest.approx(want["loss"], rel=1e-6)
+    assert got["ppl"] == pytest.approx(want["ppl"], rel=1e-6)
+
+
+def test_gradients_equal_phasor_grad(run_cli, checkpoint, text_file, tmp_path):
+    status, out, err = run_cli("grad", "--checkpoint", checkpoint, "--data", text_file, "--seq-len", 32, "--window", 1,
+                               "--activations", "--json", "--out", tmp_path / "g.safetensors")
+    assert status == 0, err
+    want = json.loads(out)
+    model = phasor.load(str(checkpoint))
+    got = model.gradients(text_file.read_bytes(), seq_len=32, window=1, activations=True)
+    assert got["loss"] == pytest.approx(want["loss"], rel=1e-6)
+    params = model.parameters()
+    assert sorted(got["parameters"]) == sorted(want["grad_norms"]) == sorted(params)
+    # Small gradients (phase_bias: 1e-5) come from cancelling sums: they are held
+    # to 1e-5 of the largest gradient norm, the others to 1e-5 of their own.
+    largest = max(want["grad_norms"].values())
+    for name, g in got["parameters"].items():
+        assert g.shape == params[name].shape
+        assert np.linalg.norm(g.numpy()) == pytest.approx(want["grad_norms"][name], rel=1e-5, abs=1e-5 * largest), name
+    assert sorted(got["activations"]) == sorted(want["activation_norms"])
+    assert all(p.grad is None for p in params.values())  # the model is left without gradients, as the CLI leaves it
+
+
+def test_generate_equals_phasor_generate(run_cli, checkpoint):
+    status, out, err = run_cli("generate", "--checkpoint", checkpoint, "--prompt", "7+8=", "--tokens", 16,
+                               "--temperature", 0)
+    assert status == 0, err
+    got = phasor.load(str(checkpoint)).generate("7+8=", tokens=16, temperature=0)
+    assert out == "7+8=" + got.decode() + "\n"
+
+
+def test_errors_carry_the_cli_message(run_cli, checkpoint, text_file, tmp_path):
+    status, _, err = run_cli("grad", "--checkpoint", checkpoint, "--data", text_file, "--seq-len", 32, "--window",
+                             100000, "--out", tmp_path / "g.safetensors")
+    assert status == 1 and err.startswith("phasor: ") and err.count("\n") == 1
+    with pytest.raises(phasor.Error) as e:
+        phasor.load(str(checkpoint)).gradients(text_file.read_bytes(), seq_len=32, window=100000)
+    assert str(e.value) == err[len("phasor: "):].rstrip("\n")
+
+    missing = tmp_path / "missing.safetensors"
+    status, _, err = run_cli("eval", "--checkpoint", missing, "--data", text_file)
+    assert status == 1
+    with pytest.raises(phasor.Error) as e:
+        phasor.load(str(missing))
+    assert str(e.value) == err[len("phasor: "):].rstrip("\n")
