@@ -21,6 +21,9 @@ mkdir -p "$reports"
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:log_path=$reports/asan"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
 export LSAN_OPTIONS="log_path=$reports/lsan"
+# Two test binaries at a time on 2 cores: idle OpenMP threads sleep at once
+# rather than spin on the other binary's cores (scripts/test.sh does the same).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 status=0
 (cd build-asan && ctest --output-on-failure -j2 --timeout 1200) || status=$?
 echo "ci_sanitize: tests ran in $(($(date +%s) - built)) s"
