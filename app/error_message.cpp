@@ -1,24 +1,12 @@
 #include "app/error_message.h"
 
-#include <cstdio>
 #include <new>
+
+#include "tensor/error.h"
 
 namespace phasor {
 
-std::string one_line(const char* message) {
-  std::string out;
-  for (const char* p = message; *p; ++p) {
-    const auto c = static_cast<unsigned char>(*p);
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-      out += escaped;
-    }
-  }
-  return out;
-}
+std::string one_line(const char* message) { return escape_control_characters(message); }
 
 std::string error_message(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)

@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "phasor.h"
-#include "tensor/cpu/openblas_core.h"
 #include "tensor/cpu/tile_product.h"
 
 #ifdef PHASOR_HAVE_TORCH
@@ -173,11 +172,4 @@ BENCHMARK(BM_torch_backward_chain100)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  phasor::use_best_openblas_core(argv);  // OpenBLAS's fastest kernels, as in every program of the project
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+#include "bench/benchmark_main.h"  // main()

@@ -10,7 +10,6 @@
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
-#include "tensor/cpu/openblas_core.h"
 #include "tensor/storage.h"
 
 using namespace phasor;
@@ -128,11 +127,4 @@ BENCHMARK(BM_generate_token)->Arg(64)->Arg(512)->Arg(2048)->Unit(benchmark::kMic
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  phasor::use_best_openblas_core(argv);  // OpenBLAS's fastest kernels, as in every program of the project
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+#include "bench/benchmark_main.h"  // main()

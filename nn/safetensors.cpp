@@ -39,19 +39,7 @@ constexpr std::array<DtypeSize, 16> kDtypeSizes{{
 }};
 
 // Names come from untrusted files: keep messages on one line and printable.
-std::string printable(std::string_view text) {
-  std::string out = "'";
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-      out += escaped;
-    }
-  }
-  return out + "'";
-}
+std::string printable(std::string_view text) { return "'" + escape_control_characters(text) + "'"; }
 
 std::string format_shape(const std::vector<int64_t>& shape) {
   std::ostringstream os;

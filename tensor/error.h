@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace phasor {
 
@@ -20,6 +21,23 @@ void append(std::ostringstream& os, const T& first, const Rest&... rest) {
   append(os, rest...);
 }
 }  // namespace detail
+
+// `text` with its control characters written as \xNN, so that a message
+// holding text from an untrusted file (a tensor name) stays on one printable line.
+inline std::string escape_control_characters(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
 
 // Builds a message from any streamable pieces: fail("matmul: ", a.shape(), " vs ", b.shape()).
 template <class... Parts>
