@@ -1,6 +1,7 @@
 #pragma once
 // Everything a user of the library needs, in one include.
 #include "autograd/functions.h"
+#include "autograd/functional.h"
 #include "autograd/fused.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"

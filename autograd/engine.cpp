@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "tensor/ops.h"
@@ -34,12 +35,35 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 
 // The convention of docs/design.md ("Complex gradients"), applied once here for every op: a real input
 // takes the real part of a complex gradient, broadcast dims are summed away,
-// and the gradient takes the input's precision.
-Tensor adapt_gradient(Tensor g, const InputInfo& in) {
+// and the gradient takes the input's precision. Under create_graph the same
+// steps are recorded (they are linear, and their derivatives are the reverse steps).
+Tensor adapt_gradient(Tensor g, const InputInfo& in, bool create_graph) {
+  if (create_graph) {
+    if (g.is_complex() && !is_complex(in.dtype)) g = real(g);
+    return to(sum_to(g, in.shape), in.dtype);
+  }
   if (g.is_complex() && !is_complex(in.dtype)) g = ops::real(g);
   g = ops::sum_to(g, in.shape);
   return ops::to(g, in.dtype);
 }
+
+// a + b, recorded only under create_graph.
+Tensor accumulate(const Tensor& a, const Tensor& b, bool create_graph) {
+  return create_graph ? add(a, b) : ops::binary(ops::Binary::Add, a, b);
+}
+
+// The node whose backward is running on this thread (SavedTensor re-links outputs to it).
+thread_local Node* running_node = nullptr;
+class RunningNode {
+ public:
+  explicit RunningNode(Node* n) : previous_(running_node) { running_node = n; }
+  ~RunningNode() { running_node = previous_; }
+  RunningNode(const RunningNode&) = delete;
+  RunningNode& operator=(const RunningNode&) = delete;
+
+ private:
+  Node* previous_;
+};
 }  // namespace
 
 bool GradMode::enabled() { return grad_enabled; }
@@ -63,7 +87,11 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!leaf) return {};
   Tensor t(leaf);
   Tensor current = t.grad();
-  if (!current.defined()) {
+  if (GradMode::enabled() || (current.defined() && current.grad_fn())) {
+    // create_graph: accumulate out of place, so .grad carries its graph (and a
+    // .grad that has one is never written in place).
+    t.set_grad(current.defined() ? add(current, grad_output) : clone(grad_output));
+  } else if (!current.defined()) {
     // Own the buffer: the incoming gradient may alias another tensor.
     t.set_grad(ops::clone(grad_output));
   } else {
@@ -72,8 +100,10 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   return {};
 }
 
-SavedTensor::SavedTensor(const Tensor& t) : tensor_(t.defined() ? t.detach() : Tensor()) {
-  if (t.defined()) version_ = t.storage()->version();
+SavedTensor::SavedTensor(const Tensor& t, Role role) : tensor_(t.defined() ? t.detach() : Tensor()), output_(role == Role::Output) {
+  if (!t.defined()) return;
+  version_ = t.storage()->version();
+  if (!output_ && t.requires_grad()) original_ = t;
 }
 
 Tensor SavedTensor::get() const {
@@ -81,6 +111,15 @@ Tensor SavedTensor::get() const {
                "backward: a tensor saved for backward (shape ", tensor_.shape(),
                ") was modified in place after it was saved (version ", version_, " -> ", tensor_.storage()->version(),
                "); clone it before modifying");
+  if (!GradMode::enabled() || !tensor_.defined()) return tensor_;  // first order: as before
+  if (original_.defined() && original_.storage() == tensor_.storage()) return original_;
+  if (output_ && running_node) {
+    Tensor relinked = tensor_.detach();
+    AutogradMeta& m = meta(relinked);
+    m.requires_grad = true;
+    m.grad_fn = running_node->shared_from_this();
+    return relinked;
+  }
   return tensor_;
 }
 
@@ -111,15 +150,38 @@ Tensor record(const char* name, const Tensor& out, std::initializer_list<Tensor>
   return record(name, out, std::vector<Tensor>(inputs), std::move(backward));
 }
 
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
-  NoGradGuard no_grad;
-  // Count, for each node, how many edges point at it (its pending inputs).
-  std::unordered_map<Node*, int> dependencies;
-  std::vector<Node*> stack;
+namespace {
+struct Walk {
+  const std::vector<Tensor>& roots;  // references: the first-order path copies nothing
+  const std::vector<Tensor>& grads;
+  bool retain_graph = false, create_graph = false;
+  // Functional mode (grad()): the gradients of `inputs` are returned, no .grad is written.
+  const std::vector<Tensor>* inputs = nullptr;
+  bool inputs_are_frontier = false;
+};
+
+std::vector<Tensor> execute(const Walk& w) {
+  AutoGradMode grad_mode(w.create_graph);  // derivative formulas record only under create_graph
+  const bool functional = w.inputs != nullptr;
+  // The node of each input (functional mode): its gradient is what arrives there.
+  std::unordered_map<Node*, std::vector<size_t>> captures;
+  std::vector<Tensor> results;
   // A leaf root's node (its grad accumulator) may exist only through this
   // shared_ptr: hold every root's node from here on, or the walk below reads freed memory.
   std::vector<std::shared_ptr<Node>> keep_alive;  // nodes stay valid while we walk them
-  for (const Tensor& r : roots) {
+  if (functional) {
+    results.resize(w.inputs->size());
+    for (size_t i = 0; i < w.inputs->size(); ++i) {
+      std::shared_ptr<Node> n = gradient_edge((*w.inputs)[i]);
+      PHASOR_CHECK(n, "grad: input ", i, " does not require grad");
+      keep_alive.push_back(n);
+      captures[n.get()].push_back(i);
+    }
+  }
+  // Count, for each node, how many edges point at it (its pending inputs).
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack;
+  for (const Tensor& r : w.roots) {
     std::shared_ptr<Node> n = gradient_edge(r);
     if (n) keep_alive.push_back(n);
     if (n && !dependencies.count(n.get())) {
@@ -130,6 +192,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
+    if (w.inputs_are_frontier && captures.count(n)) continue;
     for (const InputInfo& in : n->inputs()) {
       if (!in.node) continue;
       auto [it, inserted] = dependencies.try_emplace(in.node.get(), 0);
@@ -137,15 +200,42 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (inserted) stack.push_back(in.node.get());
     }
   }
+  // Functional mode runs a node only if one of its inputs leads to an input of
+  // grad(): found in reverse topological order.
+  std::unordered_map<Node*, bool> leads_below;
+  if (functional) {
+    std::unordered_map<Node*, int> count = dependencies;
+    std::vector<Node*> order, ready;
+    for (auto& [n, c] : count)
+      if (c == 0) ready.push_back(n);
+    while (!ready.empty()) {
+      Node* n = ready.back();
+      ready.pop_back();
+      order.push_back(n);
+      if (w.inputs_are_frontier && captures.count(n)) continue;
+      for (const InputInfo& in : n->inputs())
+        if (in.node && --count[in.node.get()] == 0) ready.push_back(in.node.get());
+    }
+    std::unordered_map<Node*, bool> reaches;  // the node is an input's or leads to one
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Node* n = *it;
+      bool below = false;
+      if (!(w.inputs_are_frontier && captures.count(n)))
+        for (const InputInfo& in : n->inputs())
+          if (in.node && reaches[in.node.get()]) below = true;
+      leads_below[n] = below;
+      reaches[n] = below || captures.count(n);
+    }
+  }
 
   std::unordered_map<Node*, Tensor> pending;
   std::vector<Node*> ready;
-  for (size_t i = 0; i < roots.size(); ++i) {
-    std::shared_ptr<Node> n = gradient_edge(roots[i]);
+  for (size_t i = 0; i < w.roots.size(); ++i) {
+    std::shared_ptr<Node> n = gradient_edge(w.roots[i]);
     if (!n) continue;
     keep_alive.push_back(n);
     Tensor& slot = pending[n.get()];
-    slot = slot.defined() ? ops::binary(ops::Binary::Add, slot, grads[i]) : grads[i];
+    slot = slot.defined() ? accumulate(slot, w.grads[i], w.create_graph) : w.grads[i];
     if (dependencies[n.get()] == 0 && std::find(ready.begin(), ready.end(), n.get()) == ready.end()) ready.push_back(n.get());
   }
 
@@ -160,27 +250,36 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       pending.erase(it);
     }
     std::vector<Tensor> input_grads;
-    if (grad.defined()) {
+    bool runs = true;
+    if (functional) {
+      if (auto it = captures.find(node); it != captures.end())
+        for (size_t i : it->second) results[i] = grad;
+      runs = leads_below[node];
+      if (!runs && w.inputs_are_frontier && captures.count(node)) continue;  // nothing below was walked
+    } else if (grad.defined()) {
       for (auto& weak : node->retained_outputs) {
         if (auto impl = weak.lock()) {
           Tensor t(impl);
           Tensor current = t.grad();
-          t.set_grad(current.defined() ? ops::binary(ops::Binary::Add, current, grad) : ops::clone(grad));
+          t.set_grad(current.defined() ? accumulate(current, grad, w.create_graph) : w.create_graph ? clone(grad) : ops::clone(grad));
         }
       }
+    }
+    if (grad.defined() && runs) {
+      RunningNode running(node);
       input_grads = node->apply(grad);
     }
-    if (!retain_graph) node->release();
+    if (!w.retain_graph && runs) node->release();
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const InputInfo& in = node->inputs()[i];
       if (!in.node) continue;
       if (i < input_grads.size() && input_grads[i].defined()) {
-        Tensor g = adapt_gradient(input_grads[i], in);
+        Tensor g = adapt_gradient(input_grads[i], in, w.create_graph);
         if (AnomalyMode::enabled() && !ops::all_finite(g))
           fail("anomaly: backward of '", node->name(), "' produced NaN or Inf in the gradient of its input ", i,
                " (shape ", in.shape, ")");
         Tensor& slot = pending[in.node.get()];
-        slot = slot.defined() ? ops::binary(ops::Binary::Add, slot, g) : g;
+        slot = slot.defined() ? accumulate(slot, g, w.create_graph) : g;
       }
       if (--dependencies[in.node.get()] == 0) {
         keep_alive.push_back(in.node);
@@ -188,6 +287,17 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       }
     }
   }
+  return results;
+}
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph, bool create_graph) {
+  execute({roots, grads, retain_graph, create_graph});
+}
+
+std::vector<Tensor> run_grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, const std::vector<Tensor>& inputs,
+                             bool retain_graph, bool create_graph, bool inputs_are_frontier) {
+  return execute({roots, grads, retain_graph, create_graph, &inputs, inputs_are_frontier});
 }
 
 }  // namespace phasor

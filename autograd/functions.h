@@ -50,6 +50,8 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor gelu(const Tensor& x);
+// d gelu(x) / dx = Phi(x) + x phi(x) (gelu's backward under create_graph).
+Tensor gelu_derivative(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
@@ -104,6 +106,8 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor norm(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor softmax(const Tensor& x, int64_t dim);
+// Sums broadcast dims away down to `shape` (the engine's step for a broadcast input).
+Tensor sum_to(const Tensor& x, const Dims& shape);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // ---- linear algebra ----
@@ -114,6 +118,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor embedding(const Tensor& weight, const Tensor& ids);  // weight [V, D], ids any shape -> [..., D]
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// A zero tensor of `shape` with src added at index along dim (gather's adjoint).
+Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim);

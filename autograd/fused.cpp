@@ -1,18 +1,110 @@
 // Derivatives of the fused ops: each backward is one hand-written kernel
 // (tensor/fused.h; kernels in tensor/cpu/fused.cpp), with the maths stated there.
+//
+// Under create_graph (grad mode on during backward) a fused backward instead
+// differentiates the op's composed reference path (the *_reference functions
+// below, made of autograd ops) at the saved inputs, recorded: the gradient is
+// the same, and it has derivatives of every order. A first-order backward
+// never takes that path.
 #include "autograd/fused.h"
 
+#include <cmath>
+
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 
 namespace phasor {
 
 using Grads = std::vector<Tensor>;
 
+namespace {
+// A differentiable identity with a node of its own, so that the walk of
+// reference_backward can stop there.
+Tensor alias(const Tensor& t) {
+  return record("alias", t.detach(), {t}, [](const Tensor& g) -> Grads { return {g}; });
+}
+
+// The gradients of reference(inputs) seeded with g, recorded (create_graph):
+// undefined for inputs that need none.
+Grads reference_backward(const std::function<Tensor(const std::vector<Tensor>&)>& reference, std::vector<Tensor> inputs,
+                         const Tensor& g) {
+  Grads out(inputs.size());
+  std::vector<Tensor> wanted;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) {
+      inputs[i] = alias(inputs[i]);
+      wanted.push_back(inputs[i]);
+      at.push_back(i);
+    }
+  if (wanted.empty()) return out;
+  const Tensor y = reference(inputs);
+  if (!y.requires_grad()) return out;
+  const Tensor seed = g.dtype() == y.dtype() ? g : to(g, y.dtype());
+  const std::vector<Tensor> grads = run_grad({y}, {seed}, wanted, /*retain_graph=*/true, /*create_graph=*/true, /*inputs_are_frontier=*/true);
+  for (size_t k = 0; k < at.size(); ++k) out[at[k]] = grads[k];
+  return out;
+}
+bool create_graph() { return GradMode::enabled(); }  // grad mode is on during a backward only under create_graph
+}  // namespace
+
+Tensor rms_norm_reference(const Tensor& x, const Tensor& weight, double eps) {
+  return x * rsqrt(mean(real(x * conj(x)), {-1}, true) + eps) * weight;
+}
+
+Tensor swiglu_reference(const Tensor& gate, const Tensor& up) { return silu(gate) * up; }
+
+Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean) {
+  // The rows to count and their (in range) targets, read on the host: targets are int64 ids, not differentiated.
+  std::vector<int64_t> ids = ops::to_device(targets, kCPU).to_vector<int64_t>();
+  std::vector<uint8_t> ignored(ids.size());
+  int64_t count = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ignored[i] = ids[i] == ignore_index;
+    if (ignored[i]) ids[i] = 0;
+    else ++count;
+  }
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  const Tensor index = ops::to_device(from_vector(ids, {rows, 1}), logits.device());
+  const Tensor mask = ops::to_device(from_vector(std::vector<bool>(ignored.begin(), ignored.end()), {rows, 1}), logits.device());
+  const Tensor picked = masked_fill(gather(log_softmax(logits, 1), 1, index), mask, c128(0.0));
+  const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(count, 1)) : 1.0;
+  return sum(picked) * (-scale);
+}
+
+Tensor rotate_reference(const Tensor& z, const Tensor& table) {
+  return z * ops::unsqueeze(ops::to(table, z.dtype()), 1);
+}
+
+Tensor cmha_rotate_reference(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
+                             double rope_base, Tensor* r_out, Tensor* phi_out) {
+  const int64_t n = z.size(1), h = z.size(2), p = z.size(3);
+  const Tensor r = sqrt(square(abs(z)) + ops::kEulerEps);  // Euler transform: modulus...
+  const Tensor phi = euler_phase(z, ops::kEulerEps);        // ...and phase, with the spec's regularised derivative
+  if (r_out) *r_out = r;
+  if (phi_out) *phi_out = phi;
+  // Relative-position angle m w_j, formed in float64 and rounded once to the
+  // working precision, scaled per head by beta.
+  std::vector<double> mw(static_cast<size_t>(n * p));
+  for (int64_t m = 0; m < n; ++m)
+    for (int64_t j = 0; j < p; ++j)
+      mw[m * p + j] = static_cast<double>(offset + m) * std::pow(rope_base, -2.0 * static_cast<double>(j) / static_cast<double>(2 * p));
+  const Tensor angles = ops::to_device(ops::to(from_vector(mw, {n, 1, p}), real_dtype(z.dtype())), z.device());
+  const Tensor position = reshape(beta, {h, 1}) * angles;  // [N, H, P]
+  Tensor theta = delta * phi + position;
+  if (phase_bias.defined()) theta = theta + phase_bias;
+  return polar(r, theta);
+}
+
+
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   ops::RmsNormResult r = ops::rms_norm(x, weight, eps);
   return record("rms_norm", r.y, {x, weight},
-                [sx = SavedTensor(x), sw = SavedTensor(weight), sr = SavedTensor(r.inv_rms)](const Tensor& g) -> Grads {
+                [sx = SavedTensor(x), sw = SavedTensor(weight), sr = SavedTensor(r.inv_rms), eps](const Tensor& g) -> Grads {
+                  if (create_graph())
+                    return reference_backward([eps](const std::vector<Tensor>& in) { return rms_norm_reference(in[0], in[1], eps); },
+                                              {sx.get(), sw.get()}, g);
                   ops::RmsNormGrads d = ops::rms_norm_backward(g, sx.get(), sw.get(), sr.get());
                   return {d.dx, d.dweight};
                 });
@@ -20,6 +112,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
   return record("swiglu", ops::swiglu(gate, up), {gate, up}, [sg = SavedTensor(gate), su = SavedTensor(up)](const Tensor& g) -> Grads {
+    if (create_graph())
+      return reference_backward([](const std::vector<Tensor>& in) { return swiglu_reference(in[0], in[1]); }, {sg.get(), su.get()}, g);
     ops::SwigluGrads d = ops::swiglu_backward(g, sg.get(), su.get());
     return {d.dgate, d.dup};
   });
@@ -30,7 +124,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(r.count, 1)) : 1.0;
   return record("cross_entropy", r.loss, {logits},
                 [sl = SavedTensor(logits), st = SavedTensor(targets), slse = SavedTensor(r.logsumexp), ignore_index,
-                 scale](const Tensor& g) -> Grads {
+                 scale, mean](const Tensor& g) -> Grads {
+                  if (create_graph())
+                    return reference_backward([&](const std::vector<Tensor>& in) { return cross_entropy_reference(in[0], st.get(), ignore_index, mean); },
+                                              {sl.get()}, g);
                   return {ops::cross_entropy_backward(g.item<double>(), sl.get(), st.get(), slse.get(), ignore_index, scale)};
                 });
 }
@@ -38,7 +135,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // d(z t)/dz = t, so G_z = G conj(t): the same kernel with the conjugate table.
 Tensor rotate(const Tensor& z, const Tensor& table) {
   return record("rotate", ops::rotate(z, table, false), {z},
-                [st = SavedTensor(table)](const Tensor& g) -> Grads { return {ops::rotate(g, st.get(), true)}; });
+                [st = SavedTensor(table)](const Tensor& g) -> Grads {
+                  if (create_graph()) return {rotate_reference(g, ops::unary(ops::Unary::Conj, st.get()))};  // linear in z
+                  return {ops::rotate(g, st.get(), true)};
+                });
 }
 
 Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
@@ -47,6 +147,10 @@ Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bia
   return record("cmha_rotate", ops::cmha_rotate(z, params), {z, delta, phase_bias, beta},
                 [sz = SavedTensor(z), sd = SavedTensor(delta), sp = SavedTensor(phase_bias), sb = SavedTensor(beta), offset,
                  rope_base](const Tensor& g) -> Grads {
+                  if (create_graph())
+                    return reference_backward([&](const std::vector<Tensor>& in) {
+                      return cmha_rotate_reference(in[0], in[1], in[2], in[3], offset, rope_base);
+                    }, {sz.get(), sd.get(), sp.get(), sb.get()}, g);
                   ops::CmhaGrads d = ops::cmha_rotate_backward(g, sz.get(), {sd.get(), sp.get(), sb.get(), offset, rope_base});
                   return {d.dz, d.ddelta, d.dphase_bias, d.dbeta};
                 });
@@ -54,7 +158,13 @@ Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bia
 
 Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes) {
   Tensor probs = ops::attention_softmax(scores, scale, offset, slopes);
-  return record("attention_softmax", probs, {scores}, [sp = SavedTensor(probs), scale](const Tensor& g) -> Grads {
+  return record("attention_softmax", probs, {scores}, [sp = SavedTensor(probs, SavedTensor::Role::Output), scale](const Tensor& g) -> Grads {
+    // Under create_graph, the kernel's formula as autograd ops: it reads only
+    // the probabilities (re-linked to this node), so its derivatives follow.
+    if (create_graph()) {
+      const Tensor p = sp.get();
+      return {p * (g - sum(g * p, {-1}, true)) * scale};
+    }
     return {ops::attention_softmax_backward(g, sp.get(), scale)};
   });
 }
@@ -67,6 +177,10 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   return record("causal_attention", r.out, {q, k, v},
                 [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(r.out), sl = SavedTensor(r.logsumexp),
                  params](const Tensor& g) -> Grads {
+                  if (create_graph())
+                    return reference_backward([&](const std::vector<Tensor>& in) {
+                      return materialized_attention(in[0], in[1], in[2], params.scale, params.offset, params.slopes);
+                    }, {sq.get(), sk.get(), sv.get()}, g);
                   ops::AttentionGrads d = ops::causal_attention_backward(g, sq.get(), sk.get(), sv.get(), {so.get(), sl.get()}, params);
                   return {d.dq, d.dk, d.dv};
                 });

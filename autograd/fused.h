@@ -29,4 +29,15 @@ Tensor materialized_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 // Causal softmax of scale * scores (minus ALiBi slopes * distance when given).
 Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes = Tensor());
 
+// The composed reference paths of the fused ops, one autograd op at a time:
+// the spec's formulas, and what a fused backward differentiates under
+// create_graph (autograd/fused.cpp). cmha_rotate_reference can hand out the
+// Euler transform's modulus r and phase phi.
+Tensor rms_norm_reference(const Tensor& x, const Tensor& weight, double eps);
+Tensor swiglu_reference(const Tensor& gate, const Tensor& up);
+Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100, bool mean = true);
+Tensor rotate_reference(const Tensor& z, const Tensor& table);
+Tensor cmha_rotate_reference(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
+                             double rope_base, Tensor* r_out = nullptr, Tensor* phi_out = nullptr);
+
 }  // namespace phasor

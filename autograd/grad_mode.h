@@ -20,6 +20,18 @@ class NoGradGuard {
   bool previous_;
 };
 
+// Sets grad mode to `enabled` while it lives (backward with create_graph turns it on).
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : previous_(GradMode::enabled()) { GradMode::set_enabled(enabled); }
+  ~AutoGradMode() { GradMode::set_enabled(previous_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // When enabled, backward checks every gradient a node produces and throws,
 // naming the op that created the node, at the first NaN or Inf.
 struct AnomalyMode {

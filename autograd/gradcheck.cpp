@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "tensor/random.h"
 
 namespace phasor {
 
@@ -89,6 +90,39 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
     if (inputs[i].defined()) inputs[i].set_grad(saved_grads[i]);
   result.message = worst.str();
   return result;
+}
+
+GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
+  const Tensor out0 = [&] {
+    NoGradGuard no_grad;
+    return f(inputs);
+  }();
+  std::vector<size_t> wanted;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) wanted.push_back(i);
+  PHASOR_CHECK(!wanted.empty(), "gradgradcheck: no input requires grad");
+  Generator gen(0x5eed);
+  Tensor u = randn(out0.shape(), out0.dtype(), &gen);
+  u.requires_grad_();
+  // The gradients as one real vector (complex ones as their pairs); an input
+  // the output does not reach contributes nothing.
+  const TensorFunction first_order = [&](const std::vector<Tensor>& in) {
+    AutoGradMode enable(true);  // gradcheck evaluates under NoGradGuard; this map needs a backward
+    std::vector<Tensor> x(in.begin(), in.end() - 1), xs;
+    for (size_t i : wanted) xs.push_back(x[i]);
+    const Tensor y = f(x);
+    std::vector<Tensor> parts;
+    if (y.requires_grad())
+      for (const Tensor& g : grad({y}, xs, {in.back()}, /*create_graph=*/true, true, /*allow_unused=*/true))
+        if (g.defined()) parts.push_back(reshape(g.is_complex() ? view_as_real(g) : g, {-1}));
+    Tensor out = parts.empty() ? zeros({0}, DType::Float64) : cat(parts, 0);
+    // A gradient that is constant (angle of a real) still has to be a function of u for gradcheck: add 0 u.
+    if (!out.requires_grad()) out = out + real_dot(in.back(), in.back()) * 0.0;
+    return out;
+  };
+  std::vector<Tensor> all = inputs;
+  all.push_back(u);
+  return gradcheck(first_order, all, opt);
 }
 
 }  // namespace phasor

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/functional.h"
 #include "tensor/tensor.h"
 
 namespace phasor {
@@ -25,8 +26,14 @@ struct GradcheckResult {
   std::string message;       // names the worst entry when !ok
 };
 
-using TensorFunction = std::function<Tensor(const std::vector<Tensor>&)>;
-
 GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+// The second-order check (PyTorch's gradgradcheck): gradcheck of the map
+// (inputs, u) -> the gradients of Re<u, f(inputs)> with respect to the inputs
+// that require grad, computed with create_graph, u a fixed random seed of
+// f's output shape (a leaf too: the map is linear in it). The finite
+// differences perturb real and imaginary parts separately, so every entry of
+// the Hessian of each real output scalar is compared, as pairs of reals.
+GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
 }  // namespace phasor

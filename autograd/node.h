@@ -21,7 +21,7 @@ struct InputInfo {
   DType dtype;
 };
 
-class Node {
+class Node : public std::enable_shared_from_this<Node> {
  public:
   explicit Node(std::string name) : name_(std::move(name)) {}
   virtual ~Node() = default;
@@ -75,16 +75,27 @@ class AccumulateGrad final : public Node {
 };
 
 // A tensor saved for backward. get() refuses if it was modified in place since.
+//
+// A first-order backward (grad mode off) reads the detached copy. Under
+// create_graph (grad mode on during backward) get() returns a tensor with
+// autograd identity, so that the derivative formula records a graph that
+// reaches the saved tensor's own history: an input gives back the tensor
+// itself; the node's own output (saved with Role::Output) is re-linked to the
+// node running its backward, as PyTorch does, because keeping the output
+// itself would make a reference cycle node -> output -> node.
 class SavedTensor {
  public:
+  enum class Role { Input, Output };
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t);
+  explicit SavedTensor(const Tensor& t, Role role = Role::Input);
   Tensor get() const;
   bool defined() const { return tensor_.defined(); }
 
  private:
-  Tensor tensor_;  // detached: saving never creates a reference cycle
+  Tensor tensor_;    // detached: a first-order backward never sees autograd state
+  Tensor original_;  // inputs that require grad: their autograd identity, for create_graph
   uint64_t version_ = 0;
+  bool output_ = false;
 };
 
 // Records `out` as the result of op `name` on `inputs` when grad mode is on and
@@ -93,7 +104,16 @@ Tensor record(const char* name, const Tensor& out, std::initializer_list<Tensor>
 Tensor record(const char* name, const Tensor& out, const std::vector<Tensor>& inputs, FunctionNode::Backward backward);
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
 
-// Runs backward from `roots` seeded with `grads` (the engine).
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
+// Runs backward from `roots` seeded with `grads` (the engine), accumulating
+// into the .grad of the leaves. With create_graph the derivative formulas run
+// with grad mode on, so the gradients carry a graph of their own.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph, bool create_graph = false);
+
+// The functional form: returns the gradients of `inputs` (undefined where
+// none reaches one) and writes no .grad. Only nodes on a path to an input run.
+// With inputs_are_frontier the walk stops at the inputs' nodes (for callers
+// that know no input lies below another, e.g. fresh aliases).
+std::vector<Tensor> run_grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, const std::vector<Tensor>& inputs,
+                             bool retain_graph, bool create_graph, bool inputs_are_frontier = false);
 
 }  // namespace phasor

@@ -50,7 +50,7 @@ void Tensor::retain_grad() const {
   grad_fn()->retained_outputs.push_back(impl_);
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
   PHASOR_CHECK(requires_grad(), "backward: the tensor does not require grad and has no grad_fn");
   Tensor seed = gradient;
   if (!seed.defined()) {
@@ -63,8 +63,8 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   // The seed takes the output's dtype, as every gradient the engine passes on
   // does: a real seed on a complex output is G + 0i, a complex seed on a real
   // output keeps its real part.
-  if (seed.dtype() != dtype()) seed = ops::to(seed, dtype());
-  run_backward({*this}, {seed}, retain_graph);
+  if (seed.dtype() != dtype()) seed = create_graph ? phasor::to(seed, dtype()) : ops::to(seed, dtype());
+  run_backward({*this}, {seed}, retain_graph || create_graph, create_graph);
 }
 
 Tensor Tensor::detach() const {

@@ -59,21 +59,7 @@ Attention::Attention(const ModelConfig& config, Generator* gen) : config_(config
 
 // The readable reference: the spec's formulas, one autograd op at a time.
 Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset, Tensor* r_out, Tensor* phi_out) const {
-  const int64_t n = z.size(1), h = z.size(2), p = z.size(3);
-  const Tensor r = sqrt(square(abs(z)) + ops::kEulerEps);   // Euler transform: modulus...
-  const Tensor phi = euler_phase(z, ops::kEulerEps);         // ...and phase, with the spec's regularised derivative
-  if (r_out) *r_out = r;
-  if (phi_out) *phi_out = phi;
-  // Relative-position angle m w_j (double, then float32), scaled per head by beta.
-  std::vector<float> mw(static_cast<size_t>(n * p));
-  for (int64_t m = 0; m < n; ++m)
-    for (int64_t j = 0; j < p; ++j)
-      mw[m * p + j] = static_cast<float>(static_cast<double>(offset + m) *
-                                         std::pow(config_.rope_base, -2.0 * static_cast<double>(j) / static_cast<double>(2 * p)));
-  const Tensor position = reshape(beta, {h, 1}) * ops::to_device(from_vector(mw, {n, 1, p}), z.device());  // [N, H, P]
-  Tensor theta = delta * phi + position;
-  if (bias.defined()) theta = theta + bias;
-  return polar(r, theta);
+  return cmha_rotate_reference(z, delta, bias, beta, offset, config_.rope_base, r_out, phi_out);
 }
 
 std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset, int64_t xpos_origin) const {

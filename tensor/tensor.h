@@ -70,7 +70,9 @@ class Tensor {
   // Keep .grad on this non-leaf tensor during backward.
   void retain_grad() const;
   // backward() from a real scalar; backward(g) seeds any real or complex tensor.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // With create_graph the gradients carry a graph of their own (and the graph
+  // is retained, as PyTorch's retain_graph defaults to create_graph).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false, bool create_graph = false) const;
   // Same storage, no history.
   Tensor detach() const;
   // Points this tensor (and every copy of its handle) at other's data: storage,
