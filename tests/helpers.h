@@ -313,11 +313,16 @@ inline Tensor leaf(Generator& g, const Dims& shape, DType dt = DType::Float64) {
   return t;
 }
 
-// Runs gradcheck and reports the worst entry on failure.
+// Runs gradcheck and (unless second_order is false: large inputs, where it
+// costs seconds) gradgradcheck, the derivative of the gradient under
+// create_graph; reports the worst entry on failure.
 inline void check_grad(const std::string& what, const TensorFunction& f, const std::vector<Tensor>& inputs,
-                       const GradcheckOptions& opt = {}) {
+                       const GradcheckOptions& opt = {}, bool second_order = true) {
   const GradcheckResult r = gradcheck(f, inputs, opt);
   CHECK_MESSAGE(r.ok, what, ": ", r.message);
+  if (!second_order) return;
+  const GradcheckResult r2 = gradgradcheck(f, inputs, opt);
+  CHECK_MESSAGE(r2.ok, what, " (second order): ", r2.message);
 }
 
 // ------------------------------------------------------------ error measures

@@ -761,7 +761,7 @@ TEST_CASE("cuda: AdamW steps agree with the CPU") {
 
 // ---------------------------------------------------------------- autograd
 
-TEST_CASE("cuda: forward and backward through autograd agree with the CPU, real and complex") {
+TEST_CASE("cuda: forward, backward and Hessian-vector products through autograd agree with the CPU, real and complex") {
   using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
   struct Case {
     const char* name;
@@ -820,6 +820,17 @@ TEST_CASE("cuda: forward and backward through autograd agree with the CPU, real 
       REQUIRE(gpu_in[i].grad().defined());
       CHECK(gpu_in[i].grad().device() == G);
       expect_close(cpu_in[i].grad(), gpu_in[i].grad(), 1e-4, 1e-4, std::string(c.name) + ": grad of input " + std::to_string(i));
+    }
+    // Second order (create_graph on both devices): the Hessian-vector product along one random direction.
+    std::vector<Tensor> dir_c, dir_g;
+    for (const Tensor& t : c.inputs) {
+      dir_c.push_back(rnd(t.shape(), t.dtype()));
+      dir_g.push_back(on_gpu(dir_c.back()));
+    }
+    const std::vector<Tensor> hc = hvp(c.f(cpu_in), cpu_in, dir_c), hg = hvp(c.f(gpu_in), gpu_in, dir_g);
+    for (size_t i = 0; i < hc.size(); ++i) {
+      CHECK(hg[i].device() == G);
+      expect_close(hc[i], hg[i], 1e-3, 1e-3, std::string(c.name) + ": H v of input " + std::to_string(i));
     }
   }
 }

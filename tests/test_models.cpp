@@ -229,7 +229,7 @@ TEST_CASE("positions far out: xpos measures its scales from the middle of a long
   // From the middle, every scale of a 65,536-position window is finite, and a
   // query-key product is exp(i (m - n) w_j) zeta_j^((m - n)/S), computed here in double.
   // (Pairs, not structured bindings: clang 14, the sanitizer build, cannot capture those in CAPTURE.)
-  for (const std::pair<int64_t, int64_t> mn : {std::pair<int64_t, int64_t>{65535, 65500}, {40000, 100}, {33000, 32000}, {10, 0}}) {
+  for (const std::pair<int64_t, int64_t>& mn : {std::pair<int64_t, int64_t>{65535, 65500}, {40000, 100}, {33000, 32000}, {10, 0}}) {
     const int64_t m = mn.first, n = mn.second;
     CAPTURE(mn.first);
     CAPTURE(mn.second);
