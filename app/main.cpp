@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/attention_map.h"
+#include "app/curvature.h"
 #include "app/distributed.h"
 #include "app/error_message.h"
 #include "app/evaluate.h"
@@ -206,6 +207,24 @@ int main(int argc, char** argv) {
   grad_cmd->add_flag("--activations", grad_activations,
                      "also write dL/dr and dL/dphi at each layer's Euler transform (complexformer only)");
 
+  // curvature
+  CurvatureOptions curv;
+  std::string curv_params = "delta,phase_bias,beta", curv_top = "5", curv_out;
+  auto* curv_cmd = app.add_subcommand(
+      "curvature", "top eigenvalues of the Hessian of one evaluation window's loss over chosen parameters (Lanczos on Hessian-vector products)");
+  curv_cmd->add_option("--checkpoint", checkpoint, "model.safetensors")->required();
+  curv_cmd->add_option("--data", data, "a text file or a built-in corpus")->required();
+  curv_cmd->add_option("--seq-len", curv.seq_len, "window length L")->required()->check(CLI::PositiveNumber);
+  curv_cmd->add_option("--window", curv.window, "which of the spec's evaluation windows (default 0)")->check(CLI::NonNegativeNumber);
+  curv_cmd->add_option("--params", curv_params,
+                       "comma-separated parameters: all, names, or dotted suffixes (default delta,phase_bias,beta; e.g. attn.wq.weight)");
+  curv_cmd->add_option("--top", curv_top, "K eigenvalues, largest first (default 5), or 'all' for the exact Hessian (at most 1024 parameters)");
+  curv_cmd->add_option("--max-hvps", curv.max_products, "Lanczos steps at most (default 300)")->check(CLI::PositiveNumber);
+  curv_cmd->add_option("--tol", curv.tolerance, "relative residual each eigenpair must reach (default 1e-6)")->check(CLI::PositiveNumber);
+  curv_cmd->add_option("--seed", curv.seed, "seed of the Lanczos start vector (default 0)");
+  curv_cmd->add_option("--out", curv_out, "also write the eigenvectors (and eigenvalues) as F32 .safetensors");
+  curv_cmd->add_flag("--json", json, "print the result as one JSON object");
+
   // attention
   std::string attention_text, attention_out;
   int64_t attention_layer = 0, attention_head = 0;
@@ -353,6 +372,40 @@ int main(int argc, char** argv) {
         std::printf("wrote %s: gradients of %zu parameters%s, window %ld of %ld (seq_len %ld), loss %.4f\n", grad_out.c_str(),
                     g.parameters.size(), g.activations.empty() ? "" : " and the Euler-transform activations",
                     static_cast<long>(g.window), static_cast<long>(g.windows), static_cast<long>(g.seq_len), g.loss);
+      }
+      return 0;
+    }
+    if (*curv_cmd) {
+      curv.params.clear();
+      for (size_t at = 0; at <= curv_params.size();) {
+        const size_t comma = std::min(curv_params.find(',', at), curv_params.size());
+        PHASOR_CHECK(comma > at, "curvature: --params '", curv_params, "' has an empty entry");
+        curv.params.push_back(curv_params.substr(at, comma - at));
+        at = comma + 1;
+      }
+      if (curv_top == "all") {
+        curv.top = 0;
+      } else {
+        size_t used = 0;
+        try {
+          curv.top = std::stoll(curv_top, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        PHASOR_CHECK(used == curv_top.size() && curv.top > 0, "curvature: --top must be a positive integer or 'all', got '", curv_top, "'");
+      }
+      const auto model = load_model(checkpoint);
+      const CurvatureResult r = curvature(*model, ByteTokenizer().encode(load_text(data)), curv);
+      if (!curv_out.empty()) save_eigenvectors(curv_out, r, model->config());
+      if (json) {
+        std::printf("%s\n", curvature_json(r).dump().c_str());
+      } else {
+        std::printf("%s Hessian of window %ld (seq_len %ld, loss %.4f) over %ld parameters: %ld Hessian-vector products, %s\n",
+                    r.method.c_str(), static_cast<long>(r.window), static_cast<long>(r.seq_len), r.loss, static_cast<long>(r.dimension),
+                    static_cast<long>(r.products), r.converged ? "converged" : "NOT converged");
+        for (size_t i = 0; i < r.eigenvalues.size(); ++i)
+          std::printf("  lambda_%zu = %.8g   (relative residual %.2g)\n", i + 1, r.eigenvalues[i], r.residuals[i]);
+        if (!curv_out.empty()) std::printf("wrote %s\n", curv_out.c_str());
       }
       return 0;
     }
