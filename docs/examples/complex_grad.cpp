@@ -9,22 +9,13 @@
 #include <complex>
 #include <cstdio>
 
+#include "expect.h"
 #include "phasor.h"
 
 using namespace phasor;
-
-namespace {
-int mismatches = 0;
-
-// Prints a result and checks it: |got - want| <= tol.
-void expect(const char* label, c128 got, c128 want, double tol) {
-  std::printf("%-44s % .6f %+.6fi\n", label, got.real(), got.imag());
-  if (std::abs(got - want) <= tol) return;
-  std::printf("  MISMATCH: expected % .6f %+.6fi (tolerance %g)\n", want.real(), want.imag(), tol);
-  ++mismatches;
-}
-c128 first(const Tensor& t) { return t.to_vector<c128>()[0]; }
-}  // namespace
+using example::expect;
+using example::first;
+using example::mismatches;
 
 int main() {
   // 1. L = |z|^2 = x^2 + y^2 at z = 3 + 4i: dL/dx + i dL/dy = 2x + 2iy = 6 + 8i.
