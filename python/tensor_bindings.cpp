@@ -1,5 +1,6 @@
 // phasor.Tensor (zero-copy with NumPy), the dtypes, the differentiable ops,
-// requires_grad / backward / grad, no_grad and gradcheck.
+// requires_grad / backward / grad, no_grad, gradcheck, and the second order
+// (create_graph, grad, hvp, jvp, gradgradcheck).
 #include <optional>
 #include <variant>
 
@@ -8,6 +9,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/functional.h"
 #include "autograd/gradcheck.h"
 #include "python/bindings.h"
 #include "python/numpy_bridge.h"
@@ -106,10 +108,11 @@ t.numpy() are views of the tensor's memory the other way.)");
         return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
       })
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
-      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
-             t.backward(gradient.value_or(Tensor()), retain_graph);
-           }, "gradient"_a = py::none(), "retain_graph"_a = false,
-           "from a real scalar, or seeded with `gradient`; complex leaves get dL/dx + i dL/dy (PyTorch's convention)")
+      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph, bool create_graph) {
+             t.backward(gradient.value_or(Tensor()), retain_graph, create_graph);
+           }, "gradient"_a = py::none(), "retain_graph"_a = false, "create_graph"_a = false,
+           "from a real scalar, or seeded with `gradient`; complex leaves get dL/dx + i dL/dy (PyTorch's convention); "
+           "with create_graph the gradients carry a graph of their own")
       .def("retain_grad", &Tensor::retain_grad)
       .def("zero_grad", &Tensor::zero_grad)
       .def("detach", &Tensor::detach)
@@ -218,6 +221,32 @@ t.numpy() are views of the tensor's memory the other way.)");
           return gradcheck(call, inputs, GradcheckOptions{eps, atol, rtol});
         }, "f"_a, "inputs"_a, "eps"_a = 1e-6, "atol"_a = 1e-7, "rtol"_a = 1e-5,
         "finite differences against backward for f(*inputs) (float64 / complex128 inputs); the result is truthy when they agree");
+  m.def("gradgradcheck", [](const py::function& f, const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
+          const TensorFunction call = [&f](const std::vector<Tensor>& xs) { return f(*py::cast(xs)).cast<Tensor>(); };
+          return gradgradcheck(call, inputs, GradcheckOptions{eps, atol, rtol});
+        }, "f"_a, "inputs"_a, "eps"_a = 1e-6, "atol"_a = 1e-7, "rtol"_a = 1e-5,
+        "the second order: finite differences of the gradient against its derivative under create_graph");
+
+  // Gradients as values and the second order (autograd/functional.h).
+  m.def("grad", [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, std::optional<std::vector<std::optional<Tensor>>> grad_outputs,
+                   bool create_graph, std::optional<bool> retain_graph, bool allow_unused) {
+          std::vector<Tensor> seeds;
+          for (const auto& g : grad_outputs.value_or(std::vector<std::optional<Tensor>>{})) seeds.push_back(g.value_or(Tensor()));
+          std::vector<std::optional<Tensor>> out;
+          for (const Tensor& g : grad(outputs, inputs, seeds, create_graph, retain_graph, allow_unused))
+            out.push_back(g.defined() ? std::optional<Tensor>(g) : std::nullopt);
+          return out;
+        }, "outputs"_a, "inputs"_a, "grad_outputs"_a = py::none(), "create_graph"_a = false, "retain_graph"_a = py::none(),
+        "allow_unused"_a = false,
+        "the gradients of sum Re<grad_outputs[i], outputs[i]> w.r.t. inputs, writing no .grad (torch.autograd.grad); "
+        "None for an unused input when allow_unused");
+  m.def("hvp", &hvp, "loss"_a, "params"_a, "v"_a,
+        "the Hessian-vector product H v of a real scalar loss w.r.t. params (complex ones as pairs of reals)");
+  m.def("jvp", [](const py::function& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {
+          const TensorFunction call = [&f](const std::vector<Tensor>& xs) { return f(*py::cast(xs)).cast<Tensor>(); };
+          const JvpResult r = jvp(call, inputs, tangents);
+          return py::make_tuple(r.output, r.tangent);
+        }, "f"_a, "inputs"_a, "tangents"_a, "(f(*inputs), J v): the Jacobian-vector product along tangents");
 }
 
 }  // namespace phasor::python

@@ -54,3 +54,51 @@ def test_gradcheck_passes_and_can_fail():
     assert ok, ok.message
     wrong = phasor.gradcheck(lambda x: phasor.sum(x * x.detach()), [phasor.tensor([1.0, 2.0]).requires_grad_()])
     assert not wrong and "analytic" in wrong.message
+
+
+def test_hessian_vector_product_matches_torch(torch):
+    """The second order of a complex function: phasor.hvp and grad(create_graph)
+    against torch.autograd.grad with create_graph, on the same loss and direction."""
+    rng = np.random.default_rng(2)
+    z0 = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    r0 = rng.standard_normal(4)
+    v0 = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    u0 = rng.standard_normal(4)
+
+    def loss(lib, z, r):
+        u = lib.abs(z * z + lib.conj(z) * r)
+        return lib.sum(u * u * lib.cos(r)) + lib.real(lib.sum(lib.exp(z * 0.5)))
+
+    z, r = phasor.tensor(z0).requires_grad_(), phasor.tensor(r0).requires_grad_()
+    hz, hr = phasor.hvp(loss(phasor, z, r), [z, r], [phasor.tensor(v0), phasor.tensor(u0)])
+
+    tz = torch.tensor(z0, requires_grad=True)
+    tr = torch.tensor(r0, requires_grad=True)
+    gz, gr = torch.autograd.grad(loss(torch, tz, tr), [tz, tr], create_graph=True)
+    # <g, v> as real vectors: Re sum(conj(g) v), the inner product under which z.grad is the gradient.
+    inner = torch.real(torch.sum(torch.conj(gz) * torch.tensor(v0))) + torch.sum(gr * torch.tensor(u0))
+    want_z, want_r = torch.autograd.grad(inner, [tz, tr], retain_graph=True)
+    np.testing.assert_allclose(hz.numpy(), want_z.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(hr.numpy(), want_r.numpy(), rtol=1e-10)
+
+    # The same through grad() and backward(create_graph=True).
+    (g,) = phasor.grad([loss(phasor, z, r)], [z], create_graph=True)
+    assert g.requires_grad
+    np.testing.assert_allclose(g.numpy(), gz.detach().numpy(), rtol=1e-12)
+    (hv_z,) = phasor.grad([phasor.real(phasor.sum(phasor.conj(g) * phasor.tensor(v0)))], [z])
+    # Only the z part of the direction: the z-z block of the Hessian, against torch's.
+    (want_zz,) = torch.autograd.grad(torch.real(torch.sum(torch.conj(gz) * torch.tensor(v0))), [tz])
+    np.testing.assert_allclose(hv_z.numpy(), want_zz.numpy(), rtol=1e-10)
+    assert phasor.grad([phasor.real(phasor.sum(z * z))], [r], allow_unused=True) == [None]
+
+
+def test_jvp_and_gradgradcheck():
+    z = phasor.tensor([1 + 2j]).requires_grad_()
+    out, tangent = phasor.jvp(lambda x: x * x, [z], [phasor.tensor([1 + 1j])])  # d(z^2) = 2 z dz
+    assert out.item() == pytest.approx(-3 + 4j, rel=1e-12)
+    assert tangent.item() == pytest.approx(2 * (1 + 2j) * (1 + 1j), rel=1e-12)
+    ok = phasor.gradgradcheck(lambda x: phasor.sum(phasor.square(phasor.abs(phasor.exp(x) * x))), [z])
+    assert ok, ok.message
+    # detach() hides a dependence from the derivatives: the check must fail.
+    wrong = phasor.gradgradcheck(lambda x: phasor.sum(x * x.detach() * x), [phasor.tensor([1.0, 2.0]).requires_grad_()])
+    assert not wrong
