@@ -98,21 +98,33 @@ double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_
   return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGradGuard no_grad;
-  double total = 0.0;
+  // Each gradient's norm in its own precision, squared and summed in float64
+  // one after the other: the order and rounding of the host loop this replaced.
+  Tensor total;
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const double n = ops::norm(g).item<double>();
-    total += n * n;
+    const Tensor n2 = ops::unary(ops::Unary::Square, ops::to(ops::norm(g), DType::Float64));
+    total = total.defined() ? ops::binary(ops::Binary::Add, total, n2) : n2;
   }
-  total = std::sqrt(total);
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0)
-    for (const Tensor& p : params)
-      if (p.grad().defined()) ops::binary_(ops::Binary::Mul, p.grad(), scalar_tensor(coef, real_dtype(p.grad().dtype())));
+  if (!total.defined()) return scalar_tensor(0.0, DType::Float64);
+  total = ops::unary(ops::Unary::Sqrt, total);
+  if (!(max_norm < INFINITY)) return total;  // nothing to clip: no pass over the gradients
+  // coef = max_norm / (norm + 1e-6), applied only below 1. NaN (a non-finite
+  // norm) fails the comparison and leaves the gradients alone.
+  const Tensor coef = ops::binary(ops::Binary::Div, scalar_tensor(max_norm, DType::Float64),
+                                  ops::binary(ops::Binary::Add, total, scalar_tensor(1e-6, DType::Float64)));
+  const Tensor below = ops::compare(ops::Compare::Lt, coef, scalar_tensor(1.0, DType::Float64));
+  const Tensor factor = ops::where(below, coef, scalar_tensor(1.0, DType::Float64));
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (g.defined()) ops::binary_(ops::Binary::Mul, g, ops::to(factor, real_dtype(g.dtype())));
+  }
   return total;
 }
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) { return clip_grad_norm_(params, max_norm).item<double>(); }
 
 }  // namespace phasor::nn

@@ -62,7 +62,13 @@ class SGD {
 // Linear warm-up over `warmup` steps to `max_lr`, then cosine decay to `min_lr` at `total` steps.
 double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_lr, double min_lr);
 
-// Scales all gradients so their global 2-norm is at most max_norm; returns the norm before clipping.
+// Scales all gradients so their global 2-norm is at most max_norm; returns the
+// norm before clipping as a float64 scalar tensor on the gradients' device.
+// Nothing is read back to the host: the norm, the factor
+// min(1, max_norm / (norm + 1e-6)) and the scaling all stay on the device, so
+// a GPU step does not wait here. A non-finite norm leaves the gradients as they are.
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+// The same, with the norm read on the host (one synchronisation on a GPU).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace phasor::nn

@@ -797,6 +797,55 @@ TEST_CASE("warmup_cosine_lr: linear warm-up, cosine decay, floor at min_lr") {
   }
 }
 
+TEST_CASE("clip_grad_norm_ keeps the norm on the device and matches the host formula bit for bit") {
+  // The host loop clip_grad_norm ran before the norm moved to the device:
+  // float64 sum of each gradient's squared norm, factor rounded to the gradient's precision.
+  auto host_clip = [](const std::vector<Tensor>& params, double max_norm) {
+    double total = 0;
+    for (const Tensor& p : params)
+      if (p.grad().defined()) {
+        const double n = ops::norm(p.grad()).item<double>();
+        total += n * n;
+      }
+    total = std::sqrt(total);
+    const double coef = max_norm / (total + 1e-6);
+    if (coef < 1.0)
+      for (const Tensor& p : params)
+        if (p.grad().defined()) ops::binary_(ops::Binary::Mul, p.grad(), scalar_tensor(coef, real_dtype(p.grad().dtype())));
+    return total;
+  };
+  Generator gen(11);
+  for (const double max_norm : {0.5, 3.0, 1e9, double(INFINITY)}) {
+    CAPTURE(max_norm);
+    std::vector<Tensor> mine, theirs;
+    for (const auto& [shape, dtype] : std::vector<std::pair<Dims, DType>>{
+             {{7, 5}, DType::Float32}, {{6}, DType::Complex64}, {{3, 4}, DType::Float64}, {{33}, DType::Float32}}) {
+      const Tensor g = randn(shape, dtype, &gen);
+      for (auto* list : {&mine, &theirs}) {
+        Tensor p = zeros(shape, dtype).requires_grad_();
+        p.set_grad(ops::clone(g));
+        list->push_back(p);
+      }
+    }
+    mine.push_back(zeros({2}).requires_grad_());  // no gradient: skipped
+    const Tensor norm = nn::clip_grad_norm_(mine, max_norm);
+    CHECK(norm.dim() == 0);
+    CHECK(norm.dtype() == DType::Float64);
+    CHECK(norm.item<double>() == host_clip(theirs, max_norm));
+    for (size_t i = 0; i < theirs.size(); ++i) {
+      const Tensor a = mine[i].grad().is_complex() ? ops::view_as_real(mine[i].grad()) : mine[i].grad();
+      const Tensor b = theirs[i].grad().is_complex() ? ops::view_as_real(theirs[i].grad()) : theirs[i].grad();
+      CHECK(a.to_vector<double>() == b.to_vector<double>());
+    }
+  }
+  // A non-finite norm leaves the gradients as they were.
+  Tensor p = zeros({3}).requires_grad_();
+  p.set_grad(from_vector<float>({1.0f, NAN, 2.0f}));
+  CHECK(std::isnan(nn::clip_grad_norm_({p}, 1.0).item<double>()));
+  CHECK(p.grad().to_vector<double>()[0] == 1.0);
+  CHECK(p.grad().to_vector<double>()[2] == 2.0);
+}
+
 TEST_CASE("clip_grad_norm returns the norm before clipping and scales every gradient to max_norm") {
   Tensor a = zeros({2}), z = zeros({1}, DType::Complex64), none = zeros({3});
   for (Tensor* t : {&a, &z, &none}) t->requires_grad_();
