@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
+#include "app/memory.h"
 #include "autograd/functional.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
@@ -16,6 +18,24 @@ namespace {
 
 bool selected(const std::string& name, const std::string& selector) {
   return selector == "all" || name == selector || (name.size() > selector.size() && name.ends_with("." + selector));
+}
+
+// Under create_graph the fused attention's backward differentiates its
+// materialised path (autograd/fused.cpp), and the gradient's graph keeps each
+// layer's scores and probabilities, [heads, L, L] in float64: a lower bound on
+// what one window needs (measured: about a quarter of it at L = 1024). A
+// window that cannot fit is refused before anything is allocated.
+void refuse_a_window_too_large_for_memory(const ModelConfig& c, int64_t seq_len) {
+  const double squares = static_cast<double>(c.n_layers) * static_cast<double>(c.n_heads) * static_cast<double>(seq_len) *
+                         static_cast<double>(seq_len);
+  const double needed = 2.0 * 8.0 * squares, available = static_cast<double>(available_memory_bytes());
+  if (needed <= available) return;
+  char message[320];
+  std::snprintf(message, sizeof message,
+                "curvature: --seq-len %ld needs at least %.2f GiB for the second-order graph (each layer's [heads, L, L] attention "
+                "scores and probabilities in float64), more than the %.2f GiB of memory available to this process",
+                static_cast<long>(seq_len), needed / 1073741824.0, available / 1073741824.0);
+  fail(message);
 }
 
 // The window's loss and its Hessian-vector products over the selected
@@ -31,6 +51,7 @@ class WindowHessian {
     const EvalWindows windows(tokens, o.seq_len);
     PHASOR_CHECK(o.window < windows.count(), "curvature: --window ", o.window, " is past the end: ", tokens.size(), " tokens hold ",
                  windows.count(), " window(s) of seq_len ", o.seq_len);
+    refuse_a_window_too_large_for_memory(c, o.seq_len);
     const auto named = model.named_parameters();
     for (const std::string& s : o.params) {
       const bool any = std::any_of(named.begin(), named.end(), [&](const auto& e) { return selected(e.first, s); });

@@ -183,4 +183,14 @@ TEST_CASE("phasor curvature: JSON and eigenvector file, and bad input refused wi
   refused("--top all --params all", "at most 1024 parameters");
   refused("--params beta --top 5", "--top 5 exceeds the 2 selected parameters");
   refused("--window 99", "curvature: --window 99 is past the end");
+
+  // A window whose second-order graph cannot fit: refused before anything is
+  // allocated (without the check, the allocator fails minutes in or the kernel kills it).
+  const fs::path long_text = write_bytes(scratch() / "long.txt", std::string(300001, 'a'));
+  const Cli huge = run_shell(phasor_command() + " curvature --checkpoint " + quote(ckpt) + " --data " + quote(long_text) +
+                                 " --seq-len 300000 --top 1", scratch());
+  CHECK(huge.status != 0);
+  CHECK_MESSAGE(std::count(huge.err.begin(), huge.err.end(), '\n') == 1, huge.err);
+  CHECK_MESSAGE(contains(huge.err, "curvature: --seq-len 300000 needs at least"), huge.err);
+  CHECK_MESSAGE(contains(huge.err, "GiB of memory available to this process"), huge.err);
 }
