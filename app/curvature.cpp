@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <numeric>
 
+#include "app/gradient.h"
 #include "app/memory.h"
 #include "autograd/functional.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
-#include "models/data/dataset.h"
 #include "nn/checkpoint.h"
 
 namespace phasor {
@@ -44,13 +44,8 @@ class WindowHessian {
  public:
   WindowHessian(const CausalLM& model, const std::vector<int64_t>& tokens, const CurvatureOptions& o) {
     const ModelConfig& c = model.config();
-    PHASOR_CHECK(o.seq_len > 0, "curvature: --seq-len must be positive, got ", o.seq_len);
-    check_positions_fit(c, o.seq_len, "curvature: --seq-len");
-    PHASOR_CHECK(o.window >= 0, "curvature: --window must be non-negative, got ", o.window);
+    const StudyWindow w = study_window(c, tokens, o.seq_len, o.window, "curvature");
     PHASOR_CHECK(!o.params.empty(), "curvature: --params is empty");
-    const EvalWindows windows(tokens, o.seq_len);
-    PHASOR_CHECK(o.window < windows.count(), "curvature: --window ", o.window, " is past the end: ", tokens.size(), " tokens hold ",
-                 windows.count(), " window(s) of seq_len ", o.seq_len);
     refuse_a_window_too_large_for_memory(c, o.seq_len);
     const auto named = model.named_parameters();
     for (const std::string& s : o.params) {
@@ -70,12 +65,12 @@ class WindowHessian {
       }
     }
     all_ = named;
-    const Batch b = windows.batch(o.window, 1);
+    const Batch& b = w.batch;
     AutoGradMode grad_mode(true);
     const Tensor loss = model.loss(from_vector(b.inputs, {1, o.seq_len}), from_vector(b.targets, {1, o.seq_len}));
     result_.loss = loss.item<double>();
     result_.window = o.window;
-    result_.windows = windows.count();
+    result_.windows = w.count;
     result_.seq_len = o.seq_len;
     hvp_ = std::make_unique<HessianVectorProduct>(loss, params_);
   }
@@ -134,7 +129,7 @@ std::vector<double> dense_hessian(WindowHessian& h) {
   return m;
 }
 
-void exact(WindowHessian& h, CurvatureResult& r, int64_t top) {
+void exact(WindowHessian& h, CurvatureResult& r) {
   const int64_t n = h.n();
   std::vector<double> m = dense_hessian(h);
   double skew = 0, total = 0;
@@ -148,8 +143,7 @@ void exact(WindowHessian& h, CurvatureResult& r, int64_t top) {
     for (int64_t j = 0; j < i; ++j) m[i * n + j] = m[j * n + i] = 0.5 * (m[i * n + j] + m[j * n + i]);
   auto [values, vectors] = symmetric_eigen(m, n);
   const double s = scale_of(values);
-  const int64_t k = top > 0 ? top : n;
-  for (int64_t i = 0; i < k; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     std::vector<double> residual(static_cast<size_t>(n), 0.0);
     for (int64_t a = 0; a < n; ++a) {
       for (int64_t b = 0; b < n; ++b) residual[a] += m[a * n + b] * vectors[i][b];
@@ -283,7 +277,7 @@ CurvatureResult curvature(const CausalLM& model, const std::vector<int64_t>& tok
     PHASOR_CHECK(h.n() <= kExactLimit, "curvature: --top all forms the exact Hessian of at most ", kExactLimit,
                  " parameters; the selection has ", h.n(), " (pass --top K)");
     r.method = "exact";
-    exact(h, r, 0);
+    exact(h, r);
   } else {
     r.method = "lanczos";
     lanczos(h, r, o);

@@ -42,14 +42,6 @@ std::vector<double> per_head_norm(const Tensor& t) {  // [B, N, H, P] -> H norms
   return sqrt(sum(square(t), {0, 1, 3})).to_vector<double>();
 }
 
-class GradModeOn {  // a gradient study needs a graph even when called under NoGradGuard
- public:
-  GradModeOn() : previous_(GradMode::enabled()) { GradMode::set_enabled(true); }
-  ~GradModeOn() { GradMode::set_enabled(previous_); }
-
- private:
-  bool previous_;
-};
 
 }  // namespace
 
@@ -64,21 +56,27 @@ EulerGradientNorms euler_gradient_norms(const EulerGradients& g) {
   return {per_head_norm(g.q_r), per_head_norm(g.q_phi), per_head_norm(g.k_r), per_head_norm(g.k_phi)};
 }
 
+StudyWindow study_window(const ModelConfig& c, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
+                         const std::string& command) {
+  PHASOR_CHECK(seq_len > 0, command, ": --seq-len must be positive, got ", seq_len);
+  check_positions_fit(c, seq_len, command + ": --seq-len");
+  PHASOR_CHECK(window >= 0, command, ": --window must be non-negative, got ", window);
+  const EvalWindows windows(tokens, seq_len);
+  PHASOR_CHECK(window < windows.count(), command, ": --window ", window, " is past the end: ", tokens.size(), " tokens hold ",
+               windows.count(), " window(s) of seq_len ", seq_len, " (0..", windows.count() - 1, ")");
+  return {windows.batch(window, 1), windows.count()};
+}
+
 WindowGradients window_gradients(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
                                  bool activations) {
   const ModelConfig& c = model.config();
-  PHASOR_CHECK(seq_len > 0, "grad: --seq-len must be positive, got ", seq_len);
-  check_positions_fit(c, seq_len, "grad: --seq-len");
   PHASOR_CHECK(!activations || c.position == Position::ComplexFormer,
                "grad: --activations needs a complexformer model (the gradients reaching its Euler transform); this one is '",
                c.position, "'");
-  PHASOR_CHECK(window >= 0, "grad: --window must be non-negative, got ", window);
-  const EvalWindows windows(tokens, seq_len);
-  PHASOR_CHECK(window < windows.count(), "grad: --window ", window, " is past the end: ", tokens.size(), " tokens hold ",
-               windows.count(), " window(s) of seq_len ", seq_len, " (0..", windows.count() - 1, ")");
-  const Batch b = windows.batch(window, 1);
+  const StudyWindow w = study_window(c, tokens, seq_len, window, "grad");
+  const Batch& b = w.batch;
 
-  GradModeOn grad_mode;
+  AutoGradMode grad_mode(true);  // a gradient study needs a graph even when called under NoGradGuard
   model.zero_grad();
   std::optional<ProbeScope> probes;
   if (activations) probes.emplace(model);
@@ -88,7 +86,7 @@ WindowGradients window_gradients(const CausalLM& model, const std::vector<int64_
   WindowGradients out;
   out.loss = loss.item<double>();
   out.window = window;
-  out.windows = windows.count();
+  out.windows = w.count;
   out.seq_len = seq_len;
   for (const auto& [name, p] : model.named_parameters()) out.parameters.emplace_back(name, to_cpu(grad_or_zeros(p)));
   if (probes) {

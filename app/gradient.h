@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/data/dataset.h"
 #include "models/transformer.h"
 #include "nn/module.h"
 
@@ -29,6 +30,17 @@ struct EulerGradientNorms {
   std::vector<double> q_r, q_phi, k_r, k_phi;
 };
 EulerGradientNorms euler_gradient_norms(const EulerGradients& g);
+
+// One of the spec's evaluation windows of `tokens` at length seq_len, as a
+// batch of one: what the window studies (`grad`, `curvature`) differentiate.
+// phasor::Error (one line, starting with `command`) for a seq_len that is not
+// positive or that the model cannot take, or a window past the end.
+struct StudyWindow {
+  Batch batch;
+  int64_t count = 0;  // the windows the tokens hold
+};
+StudyWindow study_window(const ModelConfig& c, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
+                         const std::string& command);
 
 struct WindowGradients {
   double loss = 0;  // mean of the window's L predictions
