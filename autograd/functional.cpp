@@ -39,6 +39,20 @@ Tensor real_dot(const Tensor& a, const Tensor& b) {
   return sum(products);
 }
 
+namespace {
+// sum_i <a_i, b_i> over the defined a_i (a gradient that is undefined is zero);
+// undefined when none is.
+Tensor real_dot_sum(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  Tensor total;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].defined()) continue;
+    const Tensor term = real_dot(a[i], b[i]);
+    total = total.defined() ? total + term : term;
+  }
+  return total;
+}
+}  // namespace
+
 JvpResult jvp(const TensorFunction& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {
   PHASOR_CHECK(tangents.size() == inputs.size(), "jvp: ", tangents.size(), " tangents for ", inputs.size(), " inputs");
   AutoGradMode enable(true);
@@ -60,12 +74,7 @@ JvpResult jvp(const TensorFunction& f, const std::vector<Tensor>& inputs, const 
   if (!y.requires_grad()) return r;  // f does not depend on its inputs
   const Tensor u = zeros(y.shape(), y.dtype(), y.device()).requires_grad_();
   const std::vector<Tensor> vjp = grad({y}, differentiable, {u}, /*create_graph=*/true, true, /*allow_unused=*/true);
-  Tensor inner;
-  for (size_t i = 0; i < vjp.size(); ++i) {
-    if (!vjp[i].defined()) continue;
-    const Tensor term = real_dot(vjp[i], along[i]);
-    inner = inner.defined() ? inner + term : term;
-  }
+  const Tensor inner = real_dot_sum(vjp, along);
   if (!inner.defined() || !inner.requires_grad()) return r;
   const Tensor t = grad({inner}, {u}, {}, false, false, /*allow_unused=*/true)[0];
   if (t.defined()) r.tangent = t.detach();
@@ -80,14 +89,10 @@ HessianVectorProduct::HessianVectorProduct(const Tensor& loss, std::vector<Tenso
 std::vector<Tensor> HessianVectorProduct::operator()(const std::vector<Tensor>& v) {
   PHASOR_CHECK(v.size() == params_.size(), "hvp: ", v.size(), " directions for ", params_.size(), " parameters");
   AutoGradMode enable(true);
-  Tensor inner;
-  for (size_t i = 0; i < v.size(); ++i) {
+  for (size_t i = 0; i < v.size(); ++i)
     PHASOR_CHECK(v[i].shape() == params_[i].shape(), "hvp: direction ", i, " has shape ", v[i].shape(), ", its parameter ",
                  params_[i].shape());
-    if (!grads_[i].defined()) continue;
-    const Tensor term = real_dot(grads_[i], v[i]);
-    inner = inner.defined() ? inner + term : term;
-  }
+  const Tensor inner = real_dot_sum(grads_, v);
   ++products_;
   std::vector<Tensor> out(params_.size());
   std::vector<Tensor> h;
