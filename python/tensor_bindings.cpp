@@ -68,6 +68,11 @@ std::optional<Generator> generator(std::optional<uint64_t> seed) {
   return seed ? std::optional<Generator>(Generator(*seed)) : std::nullopt;
 }
 
+// A Python callable f(*tensors) -> Tensor as the library's TensorFunction.
+TensorFunction python_function(const py::function& f) {
+  return [f](const std::vector<Tensor>& xs) { return f(*py::cast(xs)).cast<Tensor>(); };
+}
+
 }  // namespace
 
 void bind_tensor(py::module_& m) {
@@ -217,13 +222,11 @@ t.numpy() are views of the tensor's memory the other way.)");
       .def_readonly("message", &GradcheckResult::message)
       .def("__bool__", [](const GradcheckResult& r) { return r.ok; });
   m.def("gradcheck", [](const py::function& f, const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
-          const TensorFunction call = [&f](const std::vector<Tensor>& xs) { return f(*py::cast(xs)).cast<Tensor>(); };
-          return gradcheck(call, inputs, GradcheckOptions{eps, atol, rtol});
+          return gradcheck(python_function(f), inputs, GradcheckOptions{eps, atol, rtol});
         }, "f"_a, "inputs"_a, "eps"_a = 1e-6, "atol"_a = 1e-7, "rtol"_a = 1e-5,
         "finite differences against backward for f(*inputs) (float64 / complex128 inputs); the result is truthy when they agree");
   m.def("gradgradcheck", [](const py::function& f, const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
-          const TensorFunction call = [&f](const std::vector<Tensor>& xs) { return f(*py::cast(xs)).cast<Tensor>(); };
-          return gradgradcheck(call, inputs, GradcheckOptions{eps, atol, rtol});
+          return gradgradcheck(python_function(f), inputs, GradcheckOptions{eps, atol, rtol});
         }, "f"_a, "inputs"_a, "eps"_a = 1e-6, "atol"_a = 1e-7, "rtol"_a = 1e-5,
         "the second order: finite differences of the gradient against its derivative under create_graph");
 
@@ -243,8 +246,7 @@ t.numpy() are views of the tensor's memory the other way.)");
   m.def("hvp", &hvp, "loss"_a, "params"_a, "v"_a,
         "the Hessian-vector product H v of a real scalar loss w.r.t. params (complex ones as pairs of reals)");
   m.def("jvp", [](const py::function& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {
-          const TensorFunction call = [&f](const std::vector<Tensor>& xs) { return f(*py::cast(xs)).cast<Tensor>(); };
-          const JvpResult r = jvp(call, inputs, tangents);
+          const JvpResult r = jvp(python_function(f), inputs, tangents);
           return py::make_tuple(r.output, r.tangent);
         }, "f"_a, "inputs"_a, "tangents"_a, "(f(*inputs), J v): the Jacobian-vector product along tangents");
 }
