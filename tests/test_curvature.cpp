@@ -171,9 +171,7 @@ TEST_CASE("phasor curvature: JSON and eigenvector file, and bad input refused wi
   const auto refused = [&](const std::string& args, const std::string& must_mention) {
     const Cli bad = run_shell(base + " " + args, scratch());
     CAPTURE(args);
-    CHECK(bad.status != 0);
-    CHECK_MESSAGE(std::count(bad.err.begin(), bad.err.end(), '\n') == 1, bad.err);
-    CHECK_MESSAGE(contains(bad.err, must_mention), bad.err);
+    check_one_line_failure(bad, must_mention);
     CHECK(bad.out.empty());
   };
   refused("--params nonsense", "curvature: --params 'nonsense' matches no parameter");
@@ -189,8 +187,6 @@ TEST_CASE("phasor curvature: JSON and eigenvector file, and bad input refused wi
   const fs::path long_text = write_bytes(scratch() / "long.txt", std::string(300001, 'a'));
   const Cli huge = run_shell(phasor_command() + " curvature --checkpoint " + quote(ckpt) + " --data " + quote(long_text) +
                                  " --seq-len 300000 --top 1", scratch());
-  CHECK(huge.status != 0);
-  CHECK_MESSAGE(std::count(huge.err.begin(), huge.err.end(), '\n') == 1, huge.err);
-  CHECK_MESSAGE(contains(huge.err, "curvature: --seq-len 300000 needs at least"), huge.err);
+  check_one_line_failure(huge, "curvature: --seq-len 300000 needs at least");
   CHECK_MESSAGE(contains(huge.err, "GiB of memory available to this process"), huge.err);
 }
