@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake                  # compiler and build
+  build-essential cmake                  # compiler and build (dpkg-dev's dpkg-shlibdeps: the .deb's dependencies)
+  file                                   # CPack's DEB generator inspects the binaries with it (ctest package_consumer)
   libopenblas-dev libopenblas0-pthread   # CPU GEMM (LibTorch uses it too: without it, a slow reference BLAS)
   doctest-dev libbenchmark-dev           # tests and micro-benchmarks
   libcli11-dev nlohmann-json3-dev        # command line and JSON
@@ -16,11 +17,24 @@ packages=(
   python3-pytest python3-numpy python3-torch  # its tests: pytest, NumPy, PyTorch for the gradient convention
 )
 
+# The programs the build and the test suite run, beyond the compilers: a
+# package above that stops providing one fails here, by name, instead of as one
+# test failing in CI (a missing `file` once failed ctest package_consumer only
+# on fresh machines).
+commands=(cmake cpack ctest g++ clang++ file dpkg-deb dpkg-shlibdeps mpirun bible python3)
+
+check_commands() {
+  local absent=()
+  for c in "${commands[@]}"; do command -v "$c" >/dev/null || absent+=("$c"); done
+  [ ${#absent[@]} -eq 0 ] || { echo "setup: commands the suite runs are missing after the install: ${absent[*]}" >&2; exit 1; }
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
+  check_commands
   echo "setup: all packages present"
   exit 0
 fi
@@ -33,3 +47,4 @@ fi
 echo "setup: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+check_commands
