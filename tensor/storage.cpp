@@ -84,6 +84,16 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::shared_ptr<void>
   PHASOR_CHECK(owner_ != nullptr, "Storage: memory owned elsewhere needs its owner");
 }
 
+std::shared_ptr<uint64_t> Storage::version_counter(const std::shared_ptr<Storage>& s) {
+  return std::shared_ptr<uint64_t>(s, s->version_);  // aliasing: the counter lives as long as s
+}
+
+void Storage::share_version(std::shared_ptr<uint64_t> counter) {
+  PHASOR_CHECK(counter != nullptr, "Storage::share_version: no counter");
+  shared_version_ = std::move(counter);
+  version_ = shared_version_.get();
+}
+
 Storage::~Storage() {
   if (owner_) return;  // the owner's memory, released with owner_
   if (data_) allocator_for(device_)->deallocate(data_, nbytes_);

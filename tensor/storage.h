@@ -46,15 +46,25 @@ class Storage {
 
   // Bumped by every in-place write; autograd compares it with the version a
   // saved tensor had when it was saved.
-  uint64_t version() const { return version_; }
-  void bump_version() { ++version_; }
+  uint64_t version() const { return *version_; }
+  void bump_version() { ++*version_; }
+
+  // Storages over the same memory owned elsewhere (the Python module's tensors
+  // over one NumPy array, or over a NumPy view of a Phasor tensor) must count
+  // their writes together, or autograd misses a write made through another one.
+  // version_counter(s) is s's counter (keeping s alive); share_version makes
+  // this storage count on `counter` from now on.
+  static std::shared_ptr<uint64_t> version_counter(const std::shared_ptr<Storage>& s);
+  void share_version(std::shared_ptr<uint64_t> counter);
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
-  uint64_t version_ = 0;
-  std::shared_ptr<void> owner_;  // set for memory owned elsewhere
+  uint64_t own_version_ = 0;
+  uint64_t* version_ = &own_version_;  // own_version_, or *shared_version_
+  std::shared_ptr<void> owner_;        // set for memory owned elsewhere
+  std::shared_ptr<uint64_t> shared_version_;  // released before owner_, which may hold what keeps it alive
 };
 
 }  // namespace phasor
