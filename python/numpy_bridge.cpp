@@ -1,6 +1,13 @@
 #include "python/numpy_bridge.h"
 
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+
+#include "tensor/storage.h"
 
 namespace py = pybind11;
 
@@ -30,7 +37,83 @@ DType dtype_of_format(std::string format, py::ssize_t itemsize) {
   if ((format == "l" || format == "q") && itemsize == 8) return DType::Int64;
   if (format == "?" && itemsize == 1) return DType::Bool;
   fail("phasor.Tensor: arrays of format '", format, "' (item size ", itemsize,
-       ") are not supported: use float32, float64, complex64, complex128, int64 or bool");
+       ") are not supported: use float32, float64, complex64, complex128, int64 or bool in the machine's byte order, "
+       "or phasor.tensor() for a converted copy");
+}
+
+// The alignment the kernels read an element with (a complex one: that of its parts).
+size_t alignment(DType dtype) { return is_complex(dtype) ? itemsize(dtype) / 2 : itemsize(dtype); }
+
+// The Py_buffer as the owner of a storage: released, with the GIL, when the
+// storage goes (perhaps from a thread that does not hold the GIL). Until then
+// the exporter keeps the memory where it is.
+std::shared_ptr<void> pin(std::unique_ptr<Py_buffer> view) {
+  return std::shared_ptr<void>(view.release(), [](void* p) {
+    auto* v = static_cast<Py_buffer*>(p);
+    if (Py_IsInitialized()) {  // after the interpreter is gone, so is the exporter
+      const PyGILState_STATE gil = PyGILState_Ensure();
+      PyBuffer_Release(v);
+      PyGILState_Release(gil);
+    }
+    delete v;
+  });
+}
+
+// The object that owns an exporter's memory: down NumPy arrays' bases and
+// memoryviews' objects (np.asarray(a)[1:] and a itself, or memoryview(t) and t).
+py::object memory_root(py::object o) {
+  const py::dict modules = py::module_::import("sys").attr("modules");
+  const py::object ndarray = modules.contains("numpy") ? modules["numpy"].attr("ndarray") : py::object();
+  for (;;) {
+    py::object next;
+    if (PyMemoryView_Check(o.ptr())) {
+      if (PyObject* obj = PyMemoryView_GET_BUFFER(o.ptr())->obj) next = py::reinterpret_borrow<py::object>(obj);
+    } else if (ndarray && py::isinstance(o, ndarray)) {
+      next = o.attr("base");
+    }
+    if (!next || next.is_none()) return o;
+    o = std::move(next);
+  }
+}
+
+// One version counter per root object that is not a Phasor tensor, shared by
+// every storage over its memory. An entry lives as long as some storage holds
+// its counter, and so a buffer of the root (which keeps the root alive): its
+// address cannot be reused meanwhile. Heap-allocated: storages may outlive
+// static destruction.
+struct Counters {
+  std::mutex mutex;
+  std::unordered_map<PyObject*, std::weak_ptr<uint64_t>> by_root;
+};
+Counters& counters() {
+  static auto* c = new Counters;
+  return *c;
+}
+
+std::shared_ptr<uint64_t> version_counter_of(const py::object& root) {
+  if (py::isinstance<Tensor>(root)) {  // a view of a Phasor tensor: its storage's own counter
+    const Tensor& t = root.cast<const Tensor&>();
+    if (t.defined()) return Storage::version_counter(t.storage());
+  }
+  Counters& c = counters();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::weak_ptr<uint64_t>& slot = c.by_root[root.ptr()];
+  if (auto counter = slot.lock()) return counter;
+  PyObject* key = root.ptr();
+  std::shared_ptr<uint64_t> counter(new uint64_t(0), [key](uint64_t* p) {
+    delete p;
+    Counters& c = counters();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    const auto it = c.by_root.find(key);
+    if (it != c.by_root.end() && it->second.expired()) c.by_root.erase(it);
+  });
+  slot = counter;
+  return counter;
+}
+
+[[noreturn]] void overflow(const std::string& message) {
+  PyErr_SetString(PyExc_OverflowError, message.c_str());
+  throw py::error_already_set();
 }
 
 }  // namespace
@@ -43,43 +126,79 @@ py::buffer_info tensor_buffer(const Tensor& t) {
     shape.push_back(t.size(d));
     strides.push_back(t.stride(d) * item);
   }
-  return py::buffer_info(t.raw_data(), item, buffer_format(t.dtype()), t.dim(), shape, strides, /*readonly=*/false);
+  return py::buffer_info(t.raw_data(), item, buffer_format(t.dtype()), t.dim(), shape, strides,
+                         /*readonly=*/t.requires_grad());
 }
 
 py::array tensor_to_numpy(const Tensor& t, py::handle owner) {
   const py::buffer_info info = tensor_buffer(t);
-  return py::array(py::dtype(info), info.shape, info.strides, info.ptr, owner);
+  py::array a(py::dtype(info), info.shape, info.strides, info.ptr, owner);
+  if (info.readonly) a.attr("flags").attr("writeable") = false;
+  return a;
 }
 
 Tensor tensor_from_buffer(const py::buffer& b) {
-  py::buffer_info info;
-  try {
-    info = b.request(/*writable=*/true);
-  } catch (const py::error_already_set&) {
-    fail("phasor.Tensor: the array is read-only, and a tensor would write to its memory: use phasor.tensor() for a copy");
+  auto view = std::make_unique<Py_buffer>();
+  if (PyObject_GetBuffer(b.ptr(), view.get(), PyBUF_RECORDS) != 0) {
+    py::error_already_set refused;  // the exporter's own reason, unless the buffer is merely read-only
+    Py_buffer probe;
+    if (PyObject_GetBuffer(b.ptr(), &probe, PyBUF_RECORDS_RO) == 0) {
+      const bool read_only = probe.readonly;
+      PyBuffer_Release(&probe);
+      PHASOR_CHECK(!read_only, "phasor.Tensor: the array is read-only, and a tensor would write to its memory: "
+                               "use phasor.tensor() for a copy");
+    } else {
+      PyErr_Clear();
+    }
+    throw refused;  // a released memoryview: ValueError; no buffer at all: TypeError
   }
-  const DType dtype = dtype_of_format(info.format, info.itemsize);
+  // From here the buffer is held, and released with the storage (or on a refusal below).
+  const Py_buffer& v = *view;
+  std::shared_ptr<void> owner = pin(std::move(view));
+  const DType dtype = dtype_of_format(v.format ? v.format : "B", v.itemsize);
+  PHASOR_CHECK(reinterpret_cast<uintptr_t>(v.buf) % alignment(dtype) == 0, "phasor.Tensor: the array's memory is not aligned to ",
+               alignment(dtype), " bytes, as ", dtype, " elements need: use phasor.tensor() for a copy");
   Dims shape, strides;
-  for (py::ssize_t d = 0; d < info.ndim; ++d) {
-    PHASOR_CHECK(info.strides[d] >= 0 && info.strides[d] % info.itemsize == 0, "phasor.Tensor: stride ", info.strides[d],
-                 " bytes of dimension ", d, " is negative or not a multiple of the item size ", info.itemsize,
-                 ": use phasor.tensor() for a copy");
-    shape.push_back(info.shape[d]);
-    strides.push_back(info.strides[d] / info.itemsize);
+  py::ssize_t contiguous = v.itemsize;  // the C-order stride, for an exporter that gives none
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    const py::ssize_t stride = v.strides ? v.strides[d] : contiguous;
+    contiguous *= v.shape[d];
+    PHASOR_CHECK(stride >= 0 && stride % v.itemsize == 0, "phasor.Tensor: stride ", stride, " bytes of dimension ", d,
+                 " is negative or not a multiple of the item size ", v.itemsize, ": use phasor.tensor() for a copy");
+    shape.insert(0, v.shape[d]);
+    strides.insert(0, stride / v.itemsize);
   }
-  // The owner holds a reference to the exporting object; it may be released
-  // from a thread without the GIL (a tensor freed inside a C++ call): take it.
-  auto owner = std::shared_ptr<void>(b.inc_ref().ptr(), [](void* o) {
-    py::gil_scoped_acquire gil;
-    Py_DECREF(static_cast<PyObject*>(o));
-  });
-  return from_external(info.ptr, shape, strides, dtype, std::move(owner));
+  const std::shared_ptr<uint64_t> version = version_counter_of(memory_root(b));
+  Tensor t = from_external(v.buf, shape, strides, dtype, std::move(owner));
+  t.storage()->share_version(version);
+  return t;
 }
 
 Tensor tensor_copy(const py::object& data) {
-  py::array a = py::module_::import("numpy").attr("array")(data, py::arg("copy") = true);
-  if (a.dtype().kind() == 'i' || a.dtype().kind() == 'u') a = a.attr("astype")("int64");
-  return tensor_from_buffer(a);  // a fresh array only this tensor holds
+  const py::array a = py::module_::import("numpy").attr("asarray")(data);
+  const py::dtype dt = a.dtype();
+  const auto size = dt.itemsize();
+  const char* target = nullptr;  // the NumPy dtype of the copy
+  switch (dt.kind()) {
+    case 'b': target = "bool"; break;
+    case 'i': target = "int64"; break;
+    case 'u':
+      target = "int64";
+      if (size == 8 && a.size() > 0) {
+        const auto largest = a.attr("max")().cast<uint64_t>();
+        if (largest > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+          overflow("phasor.tensor: " + std::to_string(largest) + " does not fit in int64 (at most " +
+                   std::to_string(std::numeric_limits<int64_t>::max()) + ")");
+      }
+      break;
+    case 'f': target = size <= 4 ? "float32" : size == 8 ? "float64" : nullptr; break;  // float16 too
+    case 'c': target = size == 8 ? "complex64" : size == 16 ? "complex128" : nullptr; break;
+  }
+  if (!target) {
+    const std::string name = py::str(static_cast<py::handle>(dt));
+    fail("phasor.tensor: NumPy dtype '", name, "' has no Phasor dtype (bool, int64, float32, float64, complex64, complex128)");
+  }
+  return tensor_from_buffer(py::buffer(a.attr("astype")(target)));  // a fresh native-order array only this tensor holds
 }
 
 }  // namespace phasor::python

@@ -54,15 +54,43 @@ py::tuple shape_tuple(const Dims& dims) {
 }
 Dims to_dims(const std::vector<int64_t>& v) { return Dims(v); }
 
-// `with phasor.no_grad():` records nothing, as NoGradGuard does in C++.
+// `with phasor.no_grad():` records nothing, as NoGradGuard does in C++. One
+// object may be entered again inside its own block (a decorator's, a shared
+// one): each exit restores the mode its own enter saw.
 class NoGrad {
  public:
-  void enter() { guard_.emplace(); }
-  void exit(const py::args&) { guard_.reset(); }
+  void enter() {
+    saved_.push_back(GradMode::enabled());
+    GradMode::set_enabled(false);
+  }
+  void exit(const py::args&) {
+    if (saved_.empty()) return;  // __exit__ without __enter__: nothing to restore
+    GradMode::set_enabled(saved_.back());
+    saved_.pop_back();
+  }
 
  private:
-  std::optional<NoGradGuard> guard_;
+  std::vector<bool> saved_;
 };
+
+// bool(t) as PyTorch has it: the truth of a one-element tensor's value (not
+// Python's fallback to len(t)); float(t), int(t), complex(t) go through item(),
+// which refuses any other size.
+bool truth(const Tensor& t) {
+  PHASOR_CHECK(t.numel() == 1, "Boolean value of a tensor with ", t.numel() == 0 ? "no values" : "more than one value",
+               " is ambiguous (shape ", t.shape(), ")");
+  return py::bool_(item(t));
+}
+
+// t[i]: row i along dimension 0, an IndexError past the end (which also stops
+// Python's sequence iteration) and on a 0-d tensor, which has no rows.
+Tensor row(const Tensor& t, int64_t i) {
+  if (t.dim() == 0) throw py::index_error("invalid index of a 0-d tensor: use item() for its value");
+  const int64_t n = t.size(0);
+  if (i < -n || i >= n)
+    throw py::index_error("index " + std::to_string(i) + " is out of bounds for dimension 0 with size " + std::to_string(n));
+  return select(t, 0, i);
+}
 
 std::optional<Generator> generator(std::optional<uint64_t> seed) {
   return seed ? std::optional<Generator>(Generator(*seed)) : std::nullopt;
@@ -89,12 +117,25 @@ void bind_tensor(py::module_& m) {
 
 Tensor(array) shares the array's memory (NumPy or any buffer of float32,
 float64, complex64, complex128, int64 or bool): writes on either side are seen
-on the other, and the tensor keeps the array alive. np.asarray(t) and
-t.numpy() are views of the tensor's memory the other way.)");
+on the other, and the tensor holds the array's buffer while it lives (the
+array can be neither freed nor resized meanwhile). np.asarray(t), memoryview(t)
+and t.numpy() are views of the tensor's memory the other way.
+
+Autograd and shared memory: tensors over one array's memory (Tensor(a) twice,
+Tensor(t.detach().numpy())) share one version counter, so an in-place op on any
+of them is caught at backward when another saved the values. A tensor that
+requires grad exports read-only memory (np.asarray(t), memoryview(t)), and
+t.numpy() refuses it, as PyTorch does: use t.detach().numpy(). Writes made
+through NumPy itself are not seen by autograd: do not write through an array
+into values a graph has saved (including via t.detach().numpy()).)");
   tensor.def(py::init(&tensor_from_buffer), "array"_a)
       .def_buffer(&tensor_buffer)
-      .def("numpy", [](py::object self) { return tensor_to_numpy(self.cast<const Tensor&>(), self); },
-           "a NumPy array sharing this tensor's memory")
+      .def("numpy", [](py::object self) {
+             const Tensor& t = self.cast<const Tensor&>();
+             PHASOR_CHECK(!t.requires_grad(), "numpy(): the tensor requires grad, and autograd would not see a write "
+                                              "through the array: use t.detach().numpy()");
+             return tensor_to_numpy(t, self);
+           }, "a NumPy array sharing this tensor's memory (refused for a tensor that requires grad)")
       .def("__array__", [](py::object self, py::object dtype) {
              py::array a = tensor_to_numpy(self.cast<const Tensor&>(), self);
              return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
@@ -103,7 +144,25 @@ t.numpy() are views of the tensor's memory the other way.)");
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("ndim", &Tensor::dim)
       .def("numel", &Tensor::numel)
-      .def("__len__", [](const Tensor& t) { return t.size(0); })
+      .def("__len__", [](const Tensor& t) {
+        if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+        return t.size(0);
+      })
+      .def("__iter__", [](const Tensor& t) {
+        if (t.dim() == 0) throw py::type_error("iteration over a 0-d tensor");
+        py::list rows;
+        for (int64_t i = 0; i < t.size(0); ++i) rows.append(select(t, 0, i));
+        return rows.attr("__iter__")();
+      }, "the rows along dimension 0 (views)")
+      .def("__bool__", &truth)
+      .def("__float__", [](const Tensor& t) { return py::float_(item(t)); })  // a complex value: TypeError, as float(1j)
+      .def("__int__", [](const Tensor& t) { return py::int_(item(t)); })      // truncated; NaN: ValueError
+      .def("__complex__", [](const Tensor& t) { return py::handle(reinterpret_cast<PyObject*>(&PyComplex_Type))(item(t)); })
+      .def("__index__", [](const Tensor& t) {
+        if (t.dtype() != DType::Int64 && t.dtype() != DType::Bool)
+          throw py::type_error("only integer tensors of a single element can be converted to an index");
+        return py::int_(item(t));
+      })
       .def_property_readonly("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); },
                              "the address of the first element")
       .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool on) { t.requires_grad_(on); })
@@ -141,7 +200,7 @@ t.numpy() are views of the tensor's memory the other way.)");
       .def("transpose", [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); })
       .def("select", [](const Tensor& t, int64_t dim, int64_t i) { return select(t, dim, i); })
       .def("narrow", [](const Tensor& t, int64_t dim, int64_t start, int64_t n) { return narrow(t, dim, start, n); })
-      .def("__getitem__", [](const Tensor& t, int64_t i) { return select(t, 0, i); })
+      .def("__getitem__", &row, "i"_a)
       .def("__repr__", &Tensor::to_string);
 
   // Arithmetic with tensors, arrays and numbers, both ways round.

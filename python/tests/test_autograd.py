@@ -84,7 +84,7 @@ def test_hessian_vector_product_matches_torch(torch):
     # The same through grad() and backward(create_graph=True).
     (g,) = phasor.grad([loss(phasor, z, r)], [z], create_graph=True)
     assert g.requires_grad
-    np.testing.assert_allclose(g.numpy(), gz.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.detach().numpy(), gz.detach().numpy(), rtol=1e-12)
     (hv_z,) = phasor.grad([phasor.real(phasor.sum(phasor.conj(g) * phasor.tensor(v0)))], [z])
     # Only the z part of the direction: the z-z block of the Hessian, against torch's.
     (want_zz,) = torch.autograd.grad(torch.real(torch.sum(torch.conj(gz) * torch.tensor(v0))), [tz])
