@@ -1,13 +1,16 @@
 #include "nn/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "tensor/error.h"
 
@@ -65,10 +68,35 @@ int write_all(int fd, std::string_view bytes) {
   return 0;
 }
 
-// Writes, syncs and closes the temporary file; throws without cleaning up.
-void write_and_sync(const std::string& tmp_path, std::string_view bytes) {
-  FileDescriptor file(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (file.get() < 0) fail_io("create", tmp_path, errno);
+// 64 unpredictable bits, so no other user can plant a file under the
+// temporary's name before it is created.
+uint64_t random_bits() {
+  uint64_t bits = 0;
+  if (::getrandom(&bits, sizeof bits, 0) == static_cast<ssize_t>(sizeof bits)) return bits;
+  std::random_device device;  // getrandom unavailable (an old kernel): the C++ library's entropy source
+  return (uint64_t{device()} << 32) ^ device();
+}
+
+// Creates a new temporary file next to `path` (never an existing one, never
+// through a symlink); returns its descriptor and sets tmp_path.
+int create_temporary(const std::string& path, std::string& tmp_path) {
+  for (int attempt = 0;; ++attempt) {
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%ld-%016llx", static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(random_bits()));
+    tmp_path = path + suffix;
+    const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST || attempt == 100) return fd;
+  }
+}
+
+// Writes, syncs and closes a new temporary file; throws without cleaning up
+// (tmp_path names the file once it exists).
+void write_and_sync(const std::string& path, std::string& tmp_path, std::string_view bytes) {
+  std::string trying;
+  FileDescriptor file(create_temporary(path, trying));
+  if (file.get() < 0) fail_io("create", trying, errno);
+  tmp_path = trying;
   if (int err = write_all(file.get(), bytes)) fail_io("write", tmp_path, err);
   if (::fsync(file.get()) != 0) fail_io("sync", tmp_path, errno);
   if (file.close_checked() != 0) fail_io("close", tmp_path, errno);
@@ -94,23 +122,65 @@ void set_write_fault_after_bytes(std::optional<size_t> n) {
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
-  const std::string tmp_path = path + ".tmp." + std::to_string(::getpid());
+  std::string tmp_path;
   try {
-    write_and_sync(tmp_path, bytes);
+    write_and_sync(path, tmp_path, bytes);
     if (::rename(tmp_path.c_str(), path.c_str()) != 0) fail_io("rename into", path, errno);
   } catch (...) {
-    ::unlink(tmp_path.c_str());
+    if (!tmp_path.empty()) ::unlink(tmp_path.c_str());
     throw;
   }
   sync_folder(parent_folder(path));
 }
 
-std::string read_file_bytes(const std::string& path) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+AppendFile::AppendFile(const std::string& path)
+    : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666)), path_(path) {
+  if (fd_ < 0) fail_io("open", path, errno);
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AppendFile::AppendFile(AppendFile&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) { other.fd_ = -1; }
+
+AppendFile& AppendFile::operator=(AppendFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    path_ = std::move(other.path_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void AppendFile::write(std::string_view bytes) {
+  PHASOR_CHECK(fd_ >= 0, "cannot write '", path_, "': not open");
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_io("write", path_, errno);
+    if (n == 0) fail_io("write", path_, ENOSPC);
+    written += static_cast<size_t>(n);
+  }
+}
+
+std::string read_file_bytes(const std::string& path, uint64_t max_bytes, std::string_view limit_text) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (file.get() < 0) fail_io("open", path, errno);
-  std::string bytes;
   struct stat info {};
-  if (::fstat(file.get(), &info) == 0 && info.st_size > 0) bytes.reserve(static_cast<size_t>(info.st_size));
+  if (::fstat(file.get(), &info) != 0) fail_io("read", path, errno);
+  if (S_ISDIR(info.st_mode)) fail_io("read", path, EISDIR);
+  PHASOR_CHECK(S_ISREG(info.st_mode), "cannot read '", path, "': not a regular file (",
+               S_ISFIFO(info.st_mode) ? "a FIFO" : S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode) ? "a device" : "a socket or other special file",
+               "); give a regular file");
+  const std::string limit = limit_text.empty() ? std::to_string(max_bytes) + " bytes" : std::string(limit_text);
+  const auto refuse_size = [&](uint64_t size) { fail("'", path, "' is ", size, " bytes, more than the limit of ", limit); };
+  if (static_cast<uint64_t>(info.st_size) > max_bytes) refuse_size(static_cast<uint64_t>(info.st_size));
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(info.st_size));
   char buffer[1 << 16];
   for (;;) {
     ssize_t n = ::read(file.get(), buffer, sizeof buffer);
@@ -118,6 +188,7 @@ std::string read_file_bytes(const std::string& path) {
     if (n < 0) fail_io("read", path, errno);
     if (n == 0) return bytes;
     bytes.append(buffer, static_cast<size_t>(n));
+    if (bytes.size() > max_bytes) refuse_size(bytes.size());  // a file that grew while being read
   }
 }
 

@@ -9,6 +9,8 @@
 namespace phasor::nn {
 
 namespace {
+constexpr const char* kOptimizerFormat = "phasor-optimizer";  // optimizer.safetensors's __metadata__ "format"
+
 const char* safetensors_dtype(DType t) {
   switch (t) {
     case DType::Float32: return "F32";
@@ -78,7 +80,7 @@ void save_training_checkpoint(const std::string& dir, const TrainingCheckpoint& 
   // state.json goes last: a checkpoint whose state.json is older than its
   // other files is still consistent with its own step.
   save_tensors(dir + "/model.safetensors", ckpt.model, ckpt.model_metadata);
-  save_tensors(dir + "/optimizer.safetensors", ckpt.optimizer, {{"format", "phasor-optimizer"}});
+  save_tensors(dir + "/optimizer.safetensors", ckpt.optimizer, {{"format", kOptimizerFormat}});
   write_file_atomic(dir + "/state.json", ckpt.state.dump(2) + "\n");
 }
 
@@ -86,8 +88,14 @@ TrainingCheckpoint load_training_checkpoint(const std::string& dir) {
   PHASOR_CHECK(std::filesystem::is_directory(dir), "checkpoint folder '", dir, "' does not exist");
   TrainingCheckpoint ckpt;
   ckpt.model = load_tensors(dir + "/model.safetensors", &ckpt.model_metadata);
-  ckpt.optimizer = load_tensors(dir + "/optimizer.safetensors");
-  const std::string text = read_file_bytes(dir + "/state.json");
+  // The optimizer's own tag, as a model file's "format" is checked: another
+  // safetensors file with matching names (a gradient file copied over it) is no optimizer state.
+  std::map<std::string, std::string> optimizer_metadata;
+  ckpt.optimizer = load_tensors(dir + "/optimizer.safetensors", &optimizer_metadata);
+  const auto format = optimizer_metadata.find("format");
+  PHASOR_CHECK(format != optimizer_metadata.end() && format->second == kOptimizerFormat, dir,
+               "/optimizer.safetensors: not a Phasor optimizer state (its __metadata__ lacks \"format\": \"", kOptimizerFormat, "\")");
+  const std::string text = read_file_bytes(dir + "/state.json", 100u << 20, "100 MiB for a state.json");
   try {
     ckpt.state = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "models/data/dataset.h"
+#include "nn/atomic_file.h"
 #include "tensor/error.h"
 #include "tensor/random.h"
 
@@ -22,41 +23,26 @@ namespace fs = std::filesystem;
 
 // ---------------------------------------------------------------- files
 
-std::string read_text_file(const std::string& path) {
+// Every byte becomes an 8-byte token, and the split copies them: a larger file
+// is refused up front rather than read until memory runs out.
+constexpr uint64_t kMaxTextBytes = uint64_t{1} << 30;
+
+std::string read_text_file(const std::string& path) { return read_text_file(path, "1 GiB for a text file"); }
+
+std::string read_text_file(const std::string& path, std::string_view limit_text) {
   PHASOR_CHECK(!fs::is_directory(path), "'", path, "' is a folder, not a text file");
-  std::ifstream in(path, std::ios::binary);
-  PHASOR_CHECK(in, "cannot open '", path, "': ", std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  PHASOR_CHECK(!in.bad(), "cannot read '", path, "'");
-  return text;
+  // Regular files only (a FIFO or /dev/zero would hang or never end), read with a bound.
+  return read_file_bytes(path, kMaxTextBytes, limit_text);
 }
 
-void write_text_atomically(const std::string& path, std::string_view text) {
-  // The pid keeps two processes preparing the same file from sharing a temporary.
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  PHASOR_CHECK(file, "cannot write '", temporary, "': ", std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fflush(file) == 0 &&
-            ::fsync(::fileno(file)) == 0;
-  ok = std::fclose(file) == 0 && ok;
-  ok = ok && std::rename(temporary.c_str(), path.c_str()) == 0;
-  if (!ok) {
-    const int reason = errno;
-    std::remove(temporary.c_str());
-    fail("cannot write '", path, "': ", std::strerror(reason));
-  }
-}
+// One implementation of crash-safe writing (nn/atomic_file.h): an unpredictable
+// temporary created with O_EXCL | O_NOFOLLOW, synced, then renamed.
+void write_text_atomically(const std::string& path, std::string_view text) { write_file_atomic(path, text); }
 
 namespace {
 
 std::string read_nonempty_file(const std::string& path) {
-  // Every byte becomes an 8-byte token, and the split copies them: refuse a
-  // file too large for that up front rather than reading it until memory runs out.
-  constexpr uintmax_t kMaxBytes = uintmax_t{1} << 30;
-  std::error_code ec;
-  const uintmax_t size = fs::is_regular_file(path, ec) ? fs::file_size(path, ec) : 0;
-  PHASOR_CHECK(ec || size <= kMaxBytes, "'", path, "' is ", size, " bytes, more than the limit of 1 GiB for a data file");
-  std::string text = read_text_file(path);
+  std::string text = read_text_file(path, "1 GiB for a data file");
   PHASOR_CHECK(!text.empty(), "'", path, "' is empty: there is nothing to train or evaluate on");
   return text;
 }

@@ -22,10 +22,14 @@ std::string corpus_cache_dir();
 // Throws phasor::Error for an unknown name, an empty file or a missing tool.
 std::string load_text(const std::string& name_or_path);
 
-// Reads a whole file as bytes; phasor::Error names the file if it cannot be read.
+// Reads a whole regular file of at most 1 GiB as bytes; phasor::Error names the
+// file if it cannot be read, is not a regular file or is larger (the message
+// ends "more than the limit of <limit_text>").
 std::string read_text_file(const std::string& path);
-// Writes to a temporary name in the same folder, flushes, then renames, so
-// readers never see a half-written file (see docs/design.md, "Crash-safe files").
+std::string read_text_file(const std::string& path, std::string_view limit_text);
+// write_file_atomic (nn/atomic_file.h): a new temporary with an unpredictable
+// name in the same folder, synced, then renamed, so readers never see a
+// half-written file (see docs/design.md, "Crash-safe files").
 void write_text_atomically(const std::string& path, std::string_view text);
 
 // A prompt such as "482+1937=" and its answer "2419".
