@@ -2,6 +2,7 @@
 // The training loop behind `phasor train`: AdamW with warm-up + cosine
 // schedule, gradient clipping, periodic validation, a JSONL log, crash-safe
 // checkpoints with exact resume, Ctrl-C saving, and skipping of NaN steps.
+#include <cmath>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -40,29 +41,29 @@ struct TrainOptions {
 // The fields besides `model` (whose own are kModelConfigFields), in the order of
 // their flags in `phasor train --help`. Cross-field rules are in validate().
 inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
-    // name          member                        bound                help
-    {"data",          &TrainOptions::data,          Bound::Any,          "a text file or a built-in corpus: kjv, code, arith"},
-    {"run_dir",       &TrainOptions::run_dir,       Bound::Any,          "folder for the log, config and checkpoints"},
-    {"seq_len",       &TrainOptions::seq_len,       Bound::Positive,     "training window length"},
-    {"batch",         &TrainOptions::batch,         Bound::Positive,     "windows per step"},
-    {"steps",         &TrainOptions::steps,         Bound::NonNegative,  "optimizer steps in all"},
-    {"lr",            &TrainOptions::lr,            Bound::Any,          "peak learning rate (AdamW)"},
-    {"min_lr",        &TrainOptions::min_lr,        Bound::Any,          "learning rate at the end of the cosine decay"},
-    {"warmup",        &TrainOptions::warmup,        Bound::NonNegative,  "steps of linear warm-up"},
-    {"weight_decay",  &TrainOptions::weight_decay,  Bound::NonNegative,  "AdamW's decoupled weight decay"},
-    {"beta1",         &TrainOptions::beta1,         Bound::HalfOpenUnit, "AdamW beta1"},
-    {"beta2",         &TrainOptions::beta2,         Bound::HalfOpenUnit, "AdamW beta2"},
-    {"grad_clip",     &TrainOptions::grad_clip,     Bound::NonNegative,  "clip the gradients' global 2-norm to this (0: no clipping)"},
-    {"seed",          &TrainOptions::seed,          Bound::Any,          "seed of the initialisation and the batches"},
-    {"val_fraction",  &TrainOptions::val_fraction,  Bound::OpenUnit,     "the last fraction of the text held out for validation"},
-    {"eval_every",    &TrainOptions::eval_every,    Bound::NonNegative,  "validate every N steps (0: only at the end)"},
-    {"eval_windows",  &TrainOptions::eval_windows,  Bound::NonNegative,  "validation windows per evaluation (0: all)"},
-    {"log_every",     &TrainOptions::log_every,     Bound::Positive,     "write a log line every N steps"},
-    {"ckpt_every",    &TrainOptions::ckpt_every,    Bound::NonNegative,  "save a checkpoint every N steps (0: only at the end and on Ctrl-C)"},
-    {"max_bad_steps", &TrainOptions::max_bad_steps, Bound::Positive,     "stop after this many NaN/Inf steps in a row"},
-    {"threads",       &TrainOptions::threads,       Bound::NonNegative,  "CPU threads (0: all cores)"},
-    {"device",        &TrainOptions::device,        Bound::Any,          "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)"},
-    {"log_heads",     &TrainOptions::log_heads,     Bound::Any,
+    // name          member                        bound                max        help
+    {"data",          &TrainOptions::data,          Bound::Any,          0,         "a text file or a built-in corpus: kjv, code, arith"},
+    {"run_dir",       &TrainOptions::run_dir,       Bound::Any,          0,         "folder for the log, config and checkpoints"},
+    {"seq_len",       &TrainOptions::seq_len,       Bound::Positive,     1048576,   "training window length (at most 2^20)"},
+    {"batch",         &TrainOptions::batch,         Bound::Positive,     kMaxSize,  "windows per step"},
+    {"steps",         &TrainOptions::steps,         Bound::NonNegative,  kMaxCount, "optimizer steps in all (at most 10^12)"},
+    {"lr",            &TrainOptions::lr,            Bound::Any,          1,         "peak learning rate (AdamW; in (0, 1])"},
+    {"min_lr",        &TrainOptions::min_lr,        Bound::Any,          1,         "learning rate at the end of the cosine decay"},
+    {"warmup",        &TrainOptions::warmup,        Bound::NonNegative,  kMaxCount, "steps of linear warm-up"},
+    {"weight_decay",  &TrainOptions::weight_decay,  Bound::NonNegative,  10,        "AdamW's decoupled weight decay (at most 10)"},
+    {"beta1",         &TrainOptions::beta1,         Bound::HalfOpenUnit, 1,         "AdamW beta1"},
+    {"beta2",         &TrainOptions::beta2,         Bound::HalfOpenUnit, 1,         "AdamW beta2"},
+    {"grad_clip",     &TrainOptions::grad_clip,     Bound::NonNegative,  1e6,       "clip the gradients' global 2-norm to this (0: no clipping; at most 1e6)"},
+    {"seed",          &TrainOptions::seed,          Bound::Any,          kMaxUnsigned, "seed of the initialisation and the batches (0 to 2^64-1)"},
+    {"val_fraction",  &TrainOptions::val_fraction,  Bound::OpenUnit,     1,         "the last fraction of the text held out for validation"},
+    {"eval_every",    &TrainOptions::eval_every,    Bound::NonNegative,  kMaxCount, "validate every N steps (0: only at the end)"},
+    {"eval_windows",  &TrainOptions::eval_windows,  Bound::NonNegative,  kMaxCount, "validation windows per evaluation (0: all)"},
+    {"log_every",     &TrainOptions::log_every,     Bound::Positive,     kMaxCount, "write a log line every N steps"},
+    {"ckpt_every",    &TrainOptions::ckpt_every,    Bound::NonNegative,  kMaxCount, "save a checkpoint every N steps (0: only at the end and on Ctrl-C)"},
+    {"max_bad_steps", &TrainOptions::max_bad_steps, Bound::Positive,     kMaxCount, "stop after this many NaN/Inf steps in a row"},
+    {"threads",       &TrainOptions::threads,       Bound::NonNegative,  1024,      "CPU threads (0: all cores; at most 1024, and no more than the cores available)"},
+    {"device",        &TrainOptions::device,        Bound::Any,          0,         "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)"},
+    {"log_heads",     &TrainOptions::log_heads,     Bound::Any,          1,
      "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform", Flag::Switch},
 };
 
@@ -73,8 +74,9 @@ void validate(const TrainOptions& o);
 
 struct TrainSummary {
   int64_t steps_done = 0;
-  double final_loss = 0;
-  double final_val_loss = 0;
+  double final_loss = NAN;      // of the last step not skipped; NaN when every step was skipped
+  double final_val_loss = NAN;  // of the last validation; meaningful only when `validated`
+  bool validated = false;
   double tokens_per_second = 0;
   int64_t skipped_steps = 0;
   bool interrupted = false;

@@ -4,6 +4,9 @@
 // one row serves the JSON form (fields_to_json, read_field), validate()
 // (check_bounds) and the `phasor train` flag, --<name> with '-' for '_'
 // (models/main.cpp).
+#include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,8 +20,14 @@
 
 namespace phasor {
 
-// What validate() asks of a number (NaN meets none but Any).
+// What validate() asks of a number (NaN meets none but Any), besides its row's
+// upper limit `max` (which no infinity meets).
 enum class Bound { Any, Positive, NonNegative, AboveOne, OpenUnit, HalfOpenUnit };
+
+// Upper limits shared by several rows.
+inline constexpr double kMaxSize = 2147483648.0;        // 2^31: no size or count of a buildable model exceeds it
+inline constexpr double kMaxCount = 1e12;               // steps and step periods: far past any run
+inline constexpr double kMaxUnsigned = 18446744073709551615.0;  // an unsigned field: its whole 64-bit range
 
 // How the flag takes its value: --name VALUE, or --name alone for true (bool fields only).
 enum class Flag { Value, Switch };
@@ -30,24 +39,25 @@ struct Field {
   std::string_view name;       // the JSON key
   Member member;
   Bound bound = Bound::Any;
+  double max = kMaxUnsigned;   // the largest value validate() accepts (every number has one)
   std::string_view help = {};  // an enum field's help lists its names
   Flag flag = Flag::Value;
 };
 
 // The fields of ModelConfig, in the order of its flags in `phasor train --help`.
 inline constexpr Field<ModelConfig> kModelConfigFields[] = {
-    // name            member                         bound              help
+    // name            member                         bound              max        help
     {"position",        &ModelConfig::position},
-    {"vocab_size",      &ModelConfig::vocab_size,      Bound::Positive,     "vocabulary size (256: one token per byte)"},
-    {"d_model",         &ModelConfig::d_model,         Bound::Positive,     "model width"},
-    {"n_layers",        &ModelConfig::n_layers,        Bound::Positive,     "transformer blocks"},
-    {"n_heads",         &ModelConfig::n_heads,         Bound::Positive,     "attention heads"},
-    {"d_ff",            &ModelConfig::d_ff,            Bound::Positive,     "SwiGLU hidden width"},
-    {"max_seq_len",     &ModelConfig::max_seq_len,     Bound::Positive,     "the most positions a learned-position model takes"},
-    {"rope_base",       &ModelConfig::rope_base,       Bound::AboveOne,     "base of the rotary frequencies"},
-    {"norm_eps",        &ModelConfig::norm_eps,        Bound::Positive,     "RMSNorm epsilon"},
-    {"tie_embeddings",  &ModelConfig::tie_embeddings,  Bound::Any,          "true|false: the output head shares the token embedding"},
-    {"xpos_scale_base", &ModelConfig::xpos_scale_base, Bound::Positive,     "XPos scale base S (xpos only)"},
+    {"vocab_size",      &ModelConfig::vocab_size,      Bound::Positive,     kMaxSize,  "vocabulary size (256: one token per byte)"},
+    {"d_model",         &ModelConfig::d_model,         Bound::Positive,     kMaxSize,  "model width"},
+    {"n_layers",        &ModelConfig::n_layers,        Bound::Positive,     kMaxSize,  "transformer blocks"},
+    {"n_heads",         &ModelConfig::n_heads,         Bound::Positive,     kMaxSize,  "attention heads"},
+    {"d_ff",            &ModelConfig::d_ff,            Bound::Positive,     kMaxSize,  "SwiGLU hidden width"},
+    {"max_seq_len",     &ModelConfig::max_seq_len,     Bound::Positive,     1048576,   "the most positions a learned-position model takes (at most 2^20)"},
+    {"rope_base",       &ModelConfig::rope_base,       Bound::AboveOne,     1e12,      "base of the rotary frequencies (at most 1e12)"},
+    {"norm_eps",        &ModelConfig::norm_eps,        Bound::Positive,     1,         "RMSNorm epsilon (at most 1)"},
+    {"tie_embeddings",  &ModelConfig::tie_embeddings,  Bound::Any,          1,         "true|false: the output head shares the token embedding"},
+    {"xpos_scale_base", &ModelConfig::xpos_scale_base, Bound::Positive,     1e6,       "XPos scale base S (xpos only; at most 1e6)"},
     {"cmha_init",       &ModelConfig::cmha_init},
 };
 
@@ -105,10 +115,20 @@ bool read_field(Options& o, std::type_identity_t<std::span<const Field<Options>>
           } else if constexpr (std::is_same_v<T, bool>) {
             PHASOR_CHECK(v.is_boolean(), "config: '", key, "' must be true or false, got ", v.dump());
           } else if constexpr (std::is_unsigned_v<T>) {
-            PHASOR_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, "config: '", key, "' must be a non-negative integer, got ",
-                         v.dump());
+            // Every value of the type: 2^63..2^64-1 are number_unsigned in JSON, so get<int64_t>() would see them negative.
+            PHASOR_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), "config: '", key,
+                         "' must be a non-negative integer, got ", v.dump());
+            if constexpr (sizeof(T) < sizeof(uint64_t))
+              PHASOR_CHECK(v.get<uint64_t>() <= std::numeric_limits<T>::max(), "config: '", key, "' must be at most ",
+                           std::numeric_limits<T>::max(), ", got ", v.dump());
           } else if constexpr (std::is_integral_v<T>) {
             PHASOR_CHECK(v.is_number_integer(), "config: '", key, "' must be an integer, got ", v.dump());
+            // A field must not take the low bits of a wider value (2^32 + 1 threads read as 1, 2^63 steps as -2^63).
+            bool fits = !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+            if constexpr (sizeof(T) < sizeof(int64_t))
+              fits = fits && v.get<int64_t>() >= std::numeric_limits<T>::min() && v.get<int64_t>() <= std::numeric_limits<T>::max();
+            PHASOR_CHECK(fits, "config: '", key, "' must be an integer in [", std::numeric_limits<T>::min(), ", ",
+                         std::numeric_limits<T>::max(), "], got ", v.dump());
           } else {
             PHASOR_CHECK(v.is_number(), "config: '", key, "' must be a number, got ", v.dump());
           }
@@ -145,7 +165,17 @@ inline const char* bound_text(Bound b) {
   return "?";
 }
 
-// Throws "<context>: <name> must be <bound>, got <value>" for the first number out of its bound.
+// A limit as written in the table: 2147483648, not 2.14748e+09.
+inline std::string exact_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
+// Throws "<context>: <name> must be <bound>, got <value>" for the first number
+// out of its bound, and "<context>: <name> must be at most <max>, got <value>"
+// for one above its row's limit (an infinity included; a NaN where the bound is
+// Any is left to the cross-field rules, which name it).
 template <class Options>
 void check_bounds(const Options& o, std::type_identity_t<std::span<const Field<Options>>> fields, std::string_view context) {
   for (const Field<Options>& f : fields)
@@ -156,6 +186,8 @@ void check_bounds(const Options& o, std::type_identity_t<std::span<const Field<O
             const T value = o.*member;
             PHASOR_CHECK(within(static_cast<double>(value), f.bound), context, ": ", f.name, " must be ", bound_text(f.bound),
                          ", got ", value);
+            PHASOR_CHECK(!(static_cast<double>(value) > f.max), context, ": ", f.name, " must be at most ", exact_text(f.max), ", got ",
+                         value);
           }
         },
         f.member);
