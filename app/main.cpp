@@ -2,7 +2,9 @@
 // Every failure ends with one line on stderr and a non-zero exit status.
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <unistd.h>
 #include <deque>
@@ -11,6 +13,7 @@
 #include <functional>
 #include <iostream>
 #include <span>
+#include <sstream>
 #include <variant>
 #include <new>
 
@@ -23,12 +26,14 @@
 #include "app/error_message.h"
 #include "app/evaluate.h"
 #include "app/gradient.h"
+#include "app/output_path.h"
 #include "app/plot.h"
 #include "app/sweep.h"
 #include "app/train.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
+#include "nn/atomic_file.h"
 #include "phasor_version.h"
 #include "tensor/cpu/openblas_core.h"
 
@@ -81,11 +86,12 @@ class FieldFlags {
 
 TrainOptions options_from_file(const std::string& path) {
   PHASOR_CHECK(!std::filesystem::is_directory(path), "config file '", path, "' is a folder");
-  std::ifstream in(path);
-  PHASOR_CHECK(in.good(), "config file '", path, "' cannot be read");
+  PHASOR_CHECK(::access(path.c_str(), R_OK) == 0, "config file '", path, "' cannot be read");
+  // A regular file of at most 16 MiB (a FIFO or a device is refused, not waited on).
+  const std::string text = read_file_bytes(path, 16u << 20, "16 MiB for a config file");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("config file '", path, "' is not valid JSON (", e.what(), ")");
   }
@@ -95,18 +101,69 @@ TrainOptions options_from_file(const std::string& path) {
 // CLI11 clamps an integer beyond 64 bits to the nearest bound (a typo of 20
 // digits would ask for 2^63-1 steps); every integer flag refuses one instead.
 void refuse_out_of_range_integers(CLI::App& app) {
-  const CLI::Validator in_range(
-      [](std::string& value) -> std::string {
-        errno = 0;
-        char* end = nullptr;
-        if (!value.empty() && value[0] == '-') (void)std::strtoll(value.c_str(), &end, 0);
-        else (void)std::strtoull(value.c_str(), &end, 0);
-        return errno == ERANGE ? "value " + value + " is out of the 64-bit integer range" : std::string();
-      },
-      "");
+  const auto in_range = [](bool unsigned_flag) {
+    return CLI::Validator(
+        [unsigned_flag](std::string& value) -> std::string {
+          errno = 0;
+          char* end = nullptr;
+          if (!value.empty() && value[0] == '-' && unsigned_flag)  // CLI11 would wrap -1 to 2^64-1
+            return "value " + value + " is negative; this flag takes 0 to 2^64-1";
+          if (!value.empty() && value[0] == '-') (void)std::strtoll(value.c_str(), &end, 0);
+          else (void)std::strtoull(value.c_str(), &end, 0);
+          return errno == ERANGE ? "value " + value + " is out of the 64-bit integer range" : std::string();
+        },
+        "");
+  };
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
     for (CLI::Option* option : command->get_options())
-      if (option->get_type_name() == "INT" || option->get_type_name() == "UINT") option->check(in_range);
+      if (option->get_type_name() == "INT" || option->get_type_name() == "UINT") option->check(in_range(option->get_type_name() == "UINT"));
+}
+
+// CLI11's ranges let NaN through (every comparison with it is false), and
+// PositiveNumber lets huge values through: every number flag is finite and
+// within [lo, hi], refused otherwise with the flag's name.
+CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0') return "value " + value + " is not a number";
+        if (!std::isfinite(v) || v < lo || v > hi) {
+          std::ostringstream range;
+          range << "value " << value << " is outside [" << lo << ", " << hi << "]";
+          return range.str();
+        }
+        return std::string();
+      },
+      "");
+}
+
+// Output lost on a full disk or a failing pipe must not end with status 0:
+// what stdout still buffers is flushed, and a write that failed now or
+// earlier (a printf's error stays in ferror) becomes the one-line error.
+// Descriptor 1 is closed too, so an error only close() reports is seen; nothing
+// is written to stdout after this.
+int finish_stdout(int status) {
+  errno = 0;
+  std::cout.flush();  // with stdio synchronised, this flushes stdout itself: its errno is the reason
+  int reason = errno;
+  bool failed = !std::cout.good();
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) failed = true;
+  if (reason == 0) reason = errno;
+  errno = 0;
+  if (::close(STDOUT_FILENO) != 0 && errno != EBADF) failed = true, reason = reason != 0 ? reason : errno;
+  if (!failed || status != 0) return status;  // a command that failed already said why, in one line
+  std::fprintf(stderr, "phasor: cannot write the output to standard output: %s\n",
+               reason != 0 ? std::strerror(reason) : "a write failed");
+  return 1;
+}
+
+// For output streamed as it is made (generate): stop at the first failed write.
+void check_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
+    fail("cannot write the output to standard output: ", errno != 0 ? std::strerror(errno) : "a write failed");
 }
 
 }  // namespace
@@ -122,7 +179,7 @@ std::string config_argument(int argc, char** argv) {
   return "";
 }
 
-int main(int argc, char** argv) {
+int run_cli(int argc, char** argv) {
   // OpenBLAS reads its kernels' CPU when it loads: when it mis-detected this
   // one, set it and start again (tensor/cpu/openblas_core.h). libgomp's wait
   // policy is left to the user: with OpenBLAS single-threaded inside Phasor's
@@ -152,8 +209,8 @@ int main(int argc, char** argv) {
   DistributedOptions dist;  // data parallelism across processes (docs/distributed.md)
   train_cmd->add_option("--distributed", dist.mode, "auto (MPI when mpirun/srun started several processes), off, mpi or nccl")
       ->check(CLI::IsMember({"auto", "off", "mpi", "nccl"}));
-  train_cmd->add_option("--dist-timeout", dist.timeout_s, "seconds a rank waits for the others in a collective before aborting the job")
-      ->check(CLI::PositiveNumber);
+  train_cmd->add_option("--dist-timeout", dist.timeout_s, "seconds a rank waits for the others in a collective before aborting the job (at most 10^6)")
+      ->check(finite_range(1e-3, 1e6));
 
   // eval
   std::string checkpoint, data;
@@ -164,7 +221,7 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--data", data, "a text file or a built-in corpus")->required();
   eval_cmd->add_option("--seq-len", seq_len, "window length L")->check(CLI::PositiveNumber);
   eval_cmd->add_option("--max-windows", max_windows, "score at most K windows (0: all)")->check(CLI::NonNegativeNumber);
-  eval_cmd->add_option("--batch", eval_batch, "windows per forward pass")->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--batch", eval_batch, "windows per forward pass (at most 2^20)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   eval_cmd->add_option("--arith-problems", arith_problems,
                        "also score this many held-out arithmetic problems by greedy exact match (at most 100000)")
       ->check(CLI::Range(int64_t{0}, int64_t{100'000}));
@@ -177,10 +234,10 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--checkpoint", checkpoint, "model.safetensors")->required();
   gen_cmd->add_option("--prompt", prompt, "the text to continue (one token per byte)")->required();
   gen_cmd->add_option("--tokens", sample.tokens, "tokens to generate (default 200)")->check(CLI::NonNegativeNumber);
-  gen_cmd->add_option("--temperature", sample.temperature, "sampling temperature (default 0.8; 0: greedy)")
-      ->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--temperature", sample.temperature, "sampling temperature (default 0.8; 0: greedy; at most 1000)")
+      ->check(finite_range(0, 1000));
   gen_cmd->add_option("--top-k", sample.top_k, "sample from the K likeliest tokens only (default 0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 31));
   gen_cmd->add_option("--seed", sample.seed, "seed of the sampling (default 0)");
 
   // plot
@@ -219,8 +276,10 @@ int main(int argc, char** argv) {
   curv_cmd->add_option("--params", curv_params,
                        "comma-separated parameters: all, names, or dotted suffixes (default delta,phase_bias,beta; e.g. attn.wq.weight)");
   curv_cmd->add_option("--top", curv_top, "K eigenvalues, largest first (default 5), or 'all' for the exact Hessian (at most 1024 parameters)");
-  curv_cmd->add_option("--max-hvps", curv.max_products, "Lanczos steps at most (default 300)")->check(CLI::PositiveNumber);
-  curv_cmd->add_option("--tol", curv.tolerance, "relative residual each eigenpair must reach (default 1e-6)")->check(CLI::PositiveNumber);
+  curv_cmd->add_option("--max-hvps", curv.max_products, "Lanczos steps at most (default 300; at most 100000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000}));
+  curv_cmd->add_option("--tol", curv.tolerance, "relative residual each eigenpair must reach (default 1e-6; in [1e-300, 1])")
+      ->check(finite_range(1e-300, 1));
   curv_cmd->add_option("--seed", curv.seed, "seed of the Lanczos start vector (default 0)");
   curv_cmd->add_option("--out", curv_out, "also write the eigenvectors (and eigenvalues) as F32 .safetensors");
   curv_cmd->add_flag("--json", json, "print the result as one JSON object");
@@ -250,10 +309,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"quick", "long", "full"}));
   sweep_cmd->add_option("--out", sweep_out, "folder of the sweep; rerunning continues it")->required();
   sweep_cmd->add_option("--jobs", sweep_jobs, "cells trained at once (default: the preset's)")->check(CLI::Range(1, 256));
-  sweep_cmd->add_option("--steps", sweep_steps, "training steps per cell (default: the preset's)")->check(CLI::PositiveNumber);
+  sweep_cmd->add_option("--steps", sweep_steps, "training steps per cell (default: the preset's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000}));
   sweep_cmd->add_option("--seeds", sweep_seeds, "seeds per cell (default: the preset's)")->check(CLI::Range(int64_t{1}, int64_t{100}));
   sweep_cmd->add_option("--eval-tokens", sweep_eval_tokens, "predictions scored per evaluation length (default: the preset's)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   sweep_cmd->add_option("--arith-problems", sweep_arith, "held-out problems for arith exact match (default: the preset's)")
       ->check(CLI::Range(int64_t{0}, int64_t{100'000}));
   sweep_cmd->add_option("--tasks", sweep_tasks, "only these of the preset's tasks (kjv, code, arith)")
@@ -288,11 +348,21 @@ int main(int argc, char** argv) {
                        "train: ", opt->get_name(),
                        " cannot be combined with --resume (the run continues with its own options; only --steps may change)");
       train_flags.apply();
+      if (resume_dir.empty())  // the run's own files must not replace its data or config
+        for (const char* file : {"config.json", "validation.txt", "log.jsonl", "latest"})
+          refuse_output_over_inputs("train", "the run file", train_opts.run_dir + "/" + file,
+                                    {{"--data", train_opts.data}, {"--config", config_file}});
       const TrainSummary s = resume_dir.empty() ? train(train_opts)
                                                  : resume(resume_dir, train_cmd->count("--steps") ? train_opts.steps : 0);
+      const auto loss_text = [](bool computed, double loss) {
+        char text[32] = "not computed";
+        if (computed) std::snprintf(text, sizeof text, "%.4f", loss);
+        return std::string(text);
+      };
       if (world().is_root())
-        std::printf("trained %ld steps: loss %.4f, validation loss %.4f, %.0f tokens/s%s\n", static_cast<long>(s.steps_done),
-                    s.final_loss, s.final_val_loss, s.tokens_per_second, s.interrupted ? " (interrupted; checkpoint saved)" : "");
+        std::printf("trained %ld steps: loss %s, validation loss %s, %.0f tokens/s%s\n", static_cast<long>(s.steps_done),
+                    loss_text(!std::isnan(s.final_loss), s.final_loss).c_str(), loss_text(s.validated, s.final_val_loss).c_str(),
+                    s.tokens_per_second, s.interrupted ? " (interrupted; checkpoint saved)" : "");
       finalize_distributed();
       return s.interrupted ? 130 : 0;
     }
@@ -324,7 +394,7 @@ int main(int argc, char** argv) {
       generate(*model, ids, sample, [&](int64_t t) {
         echo_prompt();
         std::fputc(static_cast<int>(t), stdout);
-        std::fflush(stdout);
+        check_stdout();  // a full disk or a closed pipe stops the generation
       });
       echo_prompt();
       std::fputc('\n', stdout);
@@ -334,14 +404,18 @@ int main(int argc, char** argv) {
       if (plot_head_stats) {
         PHASOR_CHECK(runs.size() == 1, "plot --heads: give one run folder, got ", runs.size());
         if (plot_cmd->count("--out") == 0) out_file = "heads.svg";
-        plot_heads(runs[0], out_file);
-      } else {
-        plot_runs(runs, out_file);
       }
+      std::vector<NamedInput> logs;
+      for (const std::string& run : runs) logs.emplace_back("log", run + "/log.jsonl");
+      check_output_path("plot", "--out", out_file, logs);
+      if (plot_head_stats) plot_heads(runs[0], out_file);
+      else plot_runs(runs, out_file);
       std::printf("wrote %s\n", out_file.c_str());
       return 0;
     }
     if (*sweep_cmd) {
+      PHASOR_CHECK(!is_run_folder(sweep_out), "sweep: --out '", sweep_out,
+                   "' holds a training run, not a sweep; choose another --out");
       if (!sweep_cell.empty()) {
         run_sweep_cell(sweep_out, sweep_cell);
         return 0;
@@ -363,6 +437,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*grad_cmd) {
+      check_output_path("grad", "--out", grad_out, {{"--checkpoint", checkpoint}, {"--data", data}});
       const auto model = load_model(checkpoint);
       const WindowGradients g = window_gradients(*model, ByteTokenizer().encode(load_text(data)), seq_len, grad_window, grad_activations);
       save_gradients(grad_out, g, model->config());
@@ -394,6 +469,7 @@ int main(int argc, char** argv) {
         }
         PHASOR_CHECK(used == curv_top.size() && curv.top > 0, "curvature: --top must be a positive integer or 'all', got '", curv_top, "'");
       }
+      if (!curv_out.empty()) check_output_path("curvature", "--out", curv_out, {{"--checkpoint", checkpoint}, {"--data", data}});
       const auto model = load_model(checkpoint);
       const CurvatureResult r = curvature(*model, ByteTokenizer().encode(load_text(data)), curv);
       if (!curv_out.empty()) save_eigenvectors(curv_out, r, model->config());
@@ -410,6 +486,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*attention_cmd) {
+      check_output_path("attention", "--out", attention_out, {{"--checkpoint", checkpoint}});
       const auto model = load_model(checkpoint);
       const std::vector<int64_t> ids = ByteTokenizer().encode(attention_text);
       const Tensor map = attention_map(*model, ids, attention_layer, attention_head);
@@ -435,3 +512,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return finish_stdout(run_cli(argc, argv)); }

@@ -74,8 +74,10 @@ namespace {
 std::string for_each_log_line(const std::string& run_dir, const std::function<void(const json&, const std::string&)>& visit) {
   PHASOR_CHECK(fs::is_directory(run_dir), "plot: run folder '", run_dir, "' does not exist");
   const std::string log_path = (fs::path(run_dir) / "log.jsonl").string();
-  std::ifstream in(log_path);
-  PHASOR_CHECK(in, "plot: '", log_path, "' not found (is '", run_dir, "' a training run folder?)");
+  std::error_code ec;
+  PHASOR_CHECK(fs::exists(log_path, ec), "plot: '", log_path, "' not found (is '", run_dir, "' a training run folder?)");
+  // A regular file of at most 1 GiB: a FIFO or a device there is refused, not waited on or read forever.
+  std::istringstream in(read_text_file(log_path, "1 GiB for a log"));
   std::string text;
   for (int line_number = 1; std::getline(in, text); ++line_number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;

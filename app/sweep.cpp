@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -221,7 +222,7 @@ TrainOptions cell_options(const SweepPlan& plan, const SweepCell& cell, const st
 
 // The median tokens/s of a run's logged windows after the first (warm-up).
 double median_tokens_per_second(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/log.jsonl");
+  std::istringstream in(read_text_file(run_dir + "/log.jsonl", "1 GiB for a log"));
   std::vector<double> rates;
   for (std::string line; std::getline(in, line);) {
     const json j = json::parse(line, nullptr, false);
@@ -283,7 +284,7 @@ namespace {
 pid_t spawn_cell(const std::string& self_exe, const std::string& out_dir, const std::string& cell, const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<std::string> args = {self_exe, "sweep", "--out", out_dir, "--cell", cell};
   std::vector<char*> argv;

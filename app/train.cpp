@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "app/distributed.h"
 #include "app/evaluate.h"
@@ -100,8 +101,14 @@ class SigintScope {  // Ctrl-C sets a flag; the loop saves and stops at the next
   void (*previous_)(int);
 };
 
+// More threads than the cores this process may use only slow it down, and
+// tens of thousands make libgomp fail to start them (an abort): a count above
+// the cores is lowered to them, with a message.
 void set_threads(int threads) {
-  const int n = threads > 0 ? threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int cores = std::max(1, omp_get_num_procs());  // the CPUs of this process's affinity mask
+  if (threads > cores && world().is_root())
+    std::fprintf(stderr, "train: --threads %d is more than the %d cores available here; using %d\n", threads, cores, cores);
+  const int n = threads > 0 ? std::min(threads, cores) : cores;
   omp_set_num_threads(n);  // GEMMs too: OpenBLAS runs single-threaded inside Phasor's pool (tensor/cpu/gemm.cpp)
 }
 
@@ -143,6 +150,13 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+// The folder of the checkpoint taken after `step` steps.
+std::string checkpoint_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "ckpt-%08ld", static_cast<long>(step));
+  return name;
+}
+
 struct Run {
   TrainOptions options;
   TextSplit data;
@@ -151,7 +165,7 @@ struct Run {
   std::unique_ptr<BatchSampler> sampler;
   int64_t step = 0;
   int64_t skipped = 0;
-  std::ofstream log;
+  AppendFile log;
 
   explicit Run(const TrainOptions& o) : options(o) {
     validate(o);
@@ -172,19 +186,15 @@ struct Run {
 
   void open_log() {
     if (!world().is_root()) return;  // rank 0 alone writes files
-    log.open(options.run_dir + "/log.jsonl", std::ios::app);
-    PHASOR_CHECK(log.good(), "train: cannot write ", options.run_dir, "/log.jsonl");
+    log = AppendFile(options.run_dir + "/log.jsonl");
   }
   void write_log(const nlohmann::json& line) {
-    if (!log.is_open()) return;
-    log << line.dump() << '\n';
-    log.flush();
+    if (log.is_open()) log.write(line.dump() + "\n");
   }
 
   void save_checkpoint() {
     if (!world().is_root()) return;  // every rank holds the same state; rank 0 saves it
-    char name[32];
-    std::snprintf(name, sizeof name, "ckpt-%08ld", static_cast<long>(step));
+    const std::string name = checkpoint_name(step);
     const std::string dir = options.run_dir + "/" + name;
     nn::TrainingCheckpoint ckpt;
     ckpt.model = on_cpu(model->state_dict());
@@ -208,7 +218,7 @@ struct Run {
     try {
       nn::save_training_checkpoint(dir, ckpt);
       // Only once the folder is complete does `latest` move to it.
-      write_file_atomic(options.run_dir + "/latest", std::string(name) + "\n");
+      write_file_atomic(options.run_dir + "/latest", name + "\n");
     } catch (...) {
       remove_unfinished();
       throw;
@@ -320,24 +330,29 @@ TrainSummary run_loop(Run& run) {
       comm.average_gradients(run.model->parameters());  // identical on every rank from here on
       grad_norm = nn::clip_grad_norm(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
     }
-    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {  // skip: the parameters stay as they were
+    // A skipped step still counts, and still reaches the validation and the
+    // checkpoint below: the last step of a run (or of a --ckpt-every period)
+    // saves whether or not its own update was skipped.
+    const bool skipped = !std::isfinite(loss_value) || !std::isfinite(grad_norm);
+    if (skipped) {  // the parameters and the optimizer stay as they were
       ++run.skipped;
       ++bad_in_a_row;
       run.optimizer->zero_grad();
+      run.probe_heads(false);
       run.write_log({{"step", run.step}, {"skipped", true}, {"loss", loss_value}});
       PHASOR_CHECK(bad_in_a_row < o.max_bad_steps, "train: ", bad_in_a_row, " steps in a row had a NaN or Inf loss or gradient (step ",
                    run.step, "); stopping. The latest checkpoint holds the last good state");
       ++run.step;
-      continue;
+    } else {
+      bad_in_a_row = 0;
+      if (o.log_heads) run.measure_head_gradients();
+      run.optimizer->step();
+      ++run.step;
+      last_loss = loss_value;
+      window_tokens += b.batch * b.seq_len * comm.world_size();
     }
-    bad_in_a_row = 0;
-    if (o.log_heads) run.measure_head_gradients();
-    run.optimizer->step();
-    ++run.step;
-    last_loss = loss_value;
-    window_tokens += b.batch * b.seq_len * comm.world_size();
 
-    if (run.step % o.log_every == 0 || run.step == o.steps) {
+    if (!skipped && (run.step % o.log_every == 0 || run.step == o.steps)) {
       const auto now = std::chrono::steady_clock::now();
       tokens_per_s = static_cast<double>(window_tokens) / std::chrono::duration<double>(now - window_start).count();
       window_start = now;
@@ -357,12 +372,15 @@ TrainSummary run_loop(Run& run) {
     }
     if ((o.eval_every > 0 && run.step % o.eval_every == 0) || run.step == o.steps) {
       summary.final_val_loss = run.validation_loss();
+      summary.validated = true;
       run.write_log({{"step", run.step}, {"val_loss", summary.final_val_loss}});
       if (root)
         std::fprintf(stderr, "%sstep %ld: validation loss %.4f\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss);
     }
     if ((o.ckpt_every > 0 && run.step % o.ckpt_every == 0) || run.step == o.steps) run.save_checkpoint();
   }
+  // A run of no steps (--steps 0) still ends with its checkpoint: the initial model.
+  if (!summary.interrupted && run.previous_checkpoint_ != checkpoint_name(run.step)) run.save_checkpoint();
   if (tty) std::fprintf(stderr, "\n");
   summary.steps_done = run.step;
   summary.final_loss = last_loss;
@@ -375,7 +393,11 @@ TrainSummary run_loop(Run& run) {
 }  // namespace
 
 std::string latest_checkpoint(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/latest");
+  const std::string path = run_dir + "/latest";
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return "";
+  // One short line; a FIFO or a device there is refused rather than waited on.
+  std::istringstream in(read_file_bytes(path, 4096, "4096 bytes for a run's 'latest' file"));
   std::string name;
   if (!(in >> name)) return "";
   return run_dir + "/" + name;
@@ -416,8 +438,15 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps) {
                "; resume with the same number of ranks (the global batch and each rank's data shard depend on it)");
   options.run_dir = run_dir;
   if (total_steps > 0) options.steps = total_steps;
-  // The tensors against the config before a model of the config's size is built.
-  check_model_tensors(ckpt.model, options.model, dir + "/model.safetensors");
+  // The file must be a Phasor model (as info, eval and generate require), its
+  // tensors must match the config before a model of the config's size is built,
+  // and it must be the model of this run: any safetensors file whose names and
+  // shapes match (a `phasor grad` output) is not.
+  const std::string model_file = dir + "/model.safetensors";
+  const ModelConfig file_config = config_from_metadata(ckpt.model_metadata, model_file);
+  check_model_tensors(ckpt.model, options.model, model_file);
+  PHASOR_CHECK(to_json(file_config) == to_json(options.model), model_file, ": its config ", to_json(file_config).dump(),
+               " is not the run's (", dir, "/state.json holds ", to_json(options.model).dump(), ")");
   Run run(options);
   run.model->load_state_dict(ckpt.model);
   int64_t optimizer_steps = 0;
