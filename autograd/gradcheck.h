@@ -1,7 +1,10 @@
 #pragma once
 // Finite-difference checking of gradients, for users' own functions too.
 //
-// Inputs must be float64 or complex128. Every real scalar of every input that
+// Inputs and the function's output must be float64 or complex128 (finite
+// differences need double precision; anything else is refused with a message
+// naming the dtype). An exception from the function leaves the inputs and
+// their .grad as they were. Every real scalar of every input that
 // requires grad is perturbed (real and imaginary parts separately); every real
 // scalar of the output (real and imaginary parts of complex outputs) is
 // differentiated with backward. The full Jacobians are compared.

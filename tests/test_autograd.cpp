@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/node.h"
@@ -816,4 +817,51 @@ TEST_CASE("gradcheck rejects a wrong backward and names the entry") {
   CHECK(!q.grad().defined());
   // inputs must be double precision
   CHECK(contains(error_of([&] { (void)gradcheck(right_square, {randn({2}, DType::Float32, &g).requires_grad_()}); }), "float64"));
+}
+
+TEST_CASE("gradcheck and gradgradcheck refuse an output that is not double precision, naming its dtype") {
+  // A float32 or complex64 output would get its seed written as doubles (a heap
+  // overflow, or "analytic 5.625 vs numeric 0"): refused, as the inputs are.
+  Generator g(29);
+  const Tensor x = leaf(g, {3}), z = leaf(g, {3}, DType::Complex128);
+  for (const auto& [input, narrow] : {std::pair{x, DType::Float32}, std::pair{z, DType::Complex64}}) {
+    const TensorFunction f = [narrow](const V& in) { return to(in[0] * in[0], narrow); };
+    for (const bool second : {false, true}) {
+      const std::string e = error_of([&] { (void)(second ? gradgradcheck(f, {input}) : gradcheck(f, {input})); });
+      CAPTURE(e);
+      CHECK(e.find(second ? "gradgradcheck: the function's output must be float64 or complex128" : "gradcheck: the function's output must be float64 or complex128") == 0);
+      CHECK(contains(e, std::string("got ") + dtype_name(narrow)));
+    }
+  }
+  CHECK(contains(error_of([&] { (void)gradgradcheck([](const V& in) { return in[0]; }, {leaf(g, {2}, DType::Complex64)}); }),
+                 "gradgradcheck: inputs must be float64 or complex128"));
+  // the same function in double precision passes
+  CHECK(gradcheck([](const V& in) { return in[0] * in[0]; }, {x}).ok);
+}
+
+TEST_CASE("an exception inside the checked function leaves the inputs and their .grad as they were") {
+  // The function throws on its call number `fail_at`: while a scalar is
+  // perturbed (calls 2 and 3 perturb the first scalar), or in the analytic
+  // pass after every .grad was cleared.
+  for (const bool second : {false, true}) {
+    for (const int fail_at : {2, 3, 6, 8}) {
+      CAPTURE(second);
+      CAPTURE(fail_at);
+      const Tensor x = from_vector<double>({1.0, 2.0}).requires_grad_();
+      const Tensor z = from_vector<c128>({{0.5, -1.5}}).requires_grad_();
+      sum(x * 3.0).backward();
+      int calls = 0;
+      const TensorFunction f = [&](const V& in) {
+        if (++calls == fail_at) fail("the function failed");
+        return in[0] * real(in[1]);
+      };
+      const std::string e = error_of([&] { (void)(second ? gradgradcheck(f, {x, z}) : gradcheck(f, {x, z})); });
+      CHECK(e == "the function failed");
+      CHECK(x.to_vector<double>() == std::vector<double>{1.0, 2.0});  // bit for bit
+      CHECK(z.to_vector<c128>() == std::vector<c128>{{0.5, -1.5}});
+      REQUIRE(x.grad().defined());
+      CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, 3.0});
+      CHECK_FALSE(z.grad().defined());
+    }
+  }
 }
