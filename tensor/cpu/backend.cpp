@@ -1,9 +1,12 @@
 #include "tensor/cpu/backend.h"
 
+#include "tensor/cpu/fork.h"
+
 namespace phasor::cpu {
 
 Backend* backend_instance() {
   static CpuBackend backend;
+  install_fork_handler();  // before the first parallel op (tensor/cpu/fork.h)
   return &backend;
 }
 

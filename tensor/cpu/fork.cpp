@@ -1,0 +1,23 @@
+#include "tensor/cpu/fork.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+
+#include "tensor/error.h"
+
+namespace phasor::cpu {
+
+namespace {
+void single_threaded_child() {
+  omp_set_num_threads(1);
+  openblas_set_num_threads(1);
+}
+}  // namespace
+
+void install_fork_handler() {
+  static const int registered = pthread_atfork(nullptr, nullptr, single_threaded_child);
+  PHASOR_CHECK(registered == 0, "cannot register the fork handler (pthread_atfork: error ", registered, ")");
+}
+
+}  // namespace phasor::cpu
