@@ -1,5 +1,9 @@
 #include "tensor/dtype.h"
 
+#include <cfloat>
+#include <cmath>
+#include <sstream>
+
 namespace phasor {
 
 const char* dtype_name(DType t) {
@@ -31,6 +35,33 @@ DType promote(DType a, DType b) {
     return wide ? DType::Complex128 : DType::Complex64;
   }
   return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
+}
+
+namespace {
+// Why a real component cannot be stored in `dtype`, or null when it can.
+const char* component_problem(double v, DType dtype) {
+  if (dtype == DType::Int64) {
+    if (std::isnan(v)) return "NaN has no integer value";
+    if (!(v >= -0x1p63 && v < 0x1p63)) return "out of int64's range";  // infinities included
+  } else if ((dtype == DType::Float32 || dtype == DType::Complex64) && std::isfinite(v) && std::abs(v) > FLT_MAX) {
+    return "out of float32's range";
+  }
+  return nullptr;
+}
+}  // namespace
+
+c128 checked_scalar(c128 value, DType dtype, const char* op) {
+  if (dtype == DType::Bool) return value != c128(0) ? 1.0 : 0.0;  // NaN is nonzero: true
+  const char* problem = !is_complex(dtype) && value.imag() != 0 ? "a real dtype drops its imaginary part" : nullptr;
+  if (!problem) problem = component_problem(value.real(), dtype);
+  if (!problem) problem = component_problem(value.imag(), dtype);
+  if (problem) {
+    std::ostringstream shown;  // as Python writes it: 2.5, nan, (0+1j)
+    if (value.imag() == 0) shown << value.real();
+    else shown << "(" << value.real() << (value.imag() < 0 ? "" : "+") << value.imag() << "j)";
+    fail(op, ": value ", shown.str(), " cannot be converted to ", dtype, " without overflow (", problem, ")");
+  }
+  return value;
 }
 
 }  // namespace phasor

@@ -43,6 +43,14 @@ DType complex_dtype(DType t);
 // real -> complex keeping the wider precision (float64 with complex64 gives complex128).
 DType promote(DType a, DType b);
 
+// A scalar stored into an element of `dtype` (fill_, full, masked_fill):
+// refused, with a message naming `op`, when the dtype cannot hold it, as
+// PyTorch's checked_convert does: a nonzero imaginary part into a real dtype,
+// NaN, an infinity or a value out of range into int64, a finite value beyond
+// float's range into float32 or complex64. Bool holds anything (nonzero is
+// true) and int64 truncates a fraction, as in PyTorch. Returns the value to store.
+c128 checked_scalar(c128 value, DType dtype, const char* op);
+
 template <class T> struct dtype_of_t;
 template <> struct dtype_of_t<bool> { static constexpr DType value = DType::Bool; };
 template <> struct dtype_of_t<int64_t> { static constexpr DType value = DType::Int64; };

@@ -2,6 +2,8 @@
 // and type promotion, comparisons, and conversions. Each checks its arguments,
 // decides the result's dtype and shape, allocates it on the inputs' device and
 // calls that device's kernel (tensor/backend.h).
+#include <utility>
+
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 
@@ -29,6 +31,40 @@ bool complex_unsupported(Unary op) { return op == Unary::Gelu || op == Unary::Ge
 
 // Ops whose inputs are promoted to a floating type even when both are integers.
 bool needs_inexact(Binary op) { return op == Binary::Div || op == Binary::Atan2; }
+
+// The bytes [first, last) a view can touch.
+std::pair<const char*, const char*> byte_span(const Tensor& t) {
+  const char* first = static_cast<const char*>(t.raw_data());
+  const char* last = first + itemsize(t.dtype());
+  for (int d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.size(d) - 1) * t.stride(d) * static_cast<int64_t>(itemsize(t.dtype()));
+    (reach < 0 ? first : last) += reach;
+  }
+  return {first, last};
+}
+
+// The written-to tensor of an in-place op: one whose elements share memory
+// (an expanded view) would be written twice, in an order the threads decide
+// (PyTorch refuses it the same way).
+void check_writable(const Tensor& dst, const char* op) {
+  for (int d = 0; d < dst.dim(); ++d)
+    PHASOR_CHECK(dst.stride(d) != 0 || dst.size(d) < 2, op, ": unsupported operation: more than one element of the written-to ",
+                 "tensor refers to a single memory location (an expanded view, shape ", dst.shape(), " strides ",
+                 dst.strides(), "); clone() it first");
+}
+
+// `src` as an in-place op on `dst` may read it: src itself, or a copy of it
+// when the two overlap in memory other than element for element (a shifted
+// view, a broadcast row of dst), where writing dst would change src elements
+// still to be read. NumPy's a[1:] = a[:-1] does the same.
+Tensor unaliased(const Tensor& src, const Tensor& dst) {
+  if (src.numel() == 0 || dst.numel() == 0 || !src.same_storage(dst)) return src;
+  if (src.raw_data() == dst.raw_data() && src.dtype() == dst.dtype() && src.shape() == dst.shape() && src.strides() == dst.strides())
+    return src;  // element i read and then written by the same step
+  const auto [s0, s1] = byte_span(src);
+  const auto [d0, d1] = byte_span(dst);
+  return s0 < d1 && d0 < s1 ? clone(src) : src;
+}
 
 }  // namespace
 
@@ -65,14 +101,16 @@ void binary_(Binary op, const Tensor& dst, const Tensor& src) {
   PHASOR_CHECK(promote(dst.dtype(), src.dtype()) == dst.dtype(), name(op), "_: result dtype ",
                promote(dst.dtype(), src.dtype()), " cannot be stored in place in a ", dst.dtype(), " tensor");
   PHASOR_CHECK(dst.dtype() != DType::Bool, name(op), "_: not defined for bool tensors");
-  backend(device).binary(op, dst, dst, operand(src, dst.dtype(), dst.shape(), device));
+  check_writable(dst, name(op));
+  backend(device).binary(op, dst, dst, unaliased(operand(src, dst.dtype(), dst.shape(), device), dst));
   dst.storage()->bump_version();
 }
 
 void axpy_(const Tensor& dst, const Tensor& src, double alpha) {
   const Device device = op_device("axpy_", dst, {src});
   PHASOR_CHECK(is_inexact(dst.dtype()), "axpy_: not defined for dtype ", dst.dtype());
-  backend(device).axpy(dst, operand(src, dst.dtype(), dst.shape(), device), alpha);
+  check_writable(dst, "axpy_");
+  backend(device).axpy(dst, unaliased(operand(src, dst.dtype(), dst.shape(), device), dst), alpha);
   dst.storage()->bump_version();
 }
 
@@ -98,7 +136,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, c128 value) {
-  return where(mask, scalar_tensor(value, x.dtype()), x);
+  return where(mask, scalar_tensor(checked_scalar(value, x.dtype(), "masked_fill"), x.dtype()), x);
 }
 
 namespace {
@@ -132,12 +170,13 @@ Tensor pow_scalar(const Tensor& x, double p) {
 
 void copy_(const Tensor& dst, const Tensor& src) {
   PHASOR_CHECK(dst.device() == src.device(), "copy_: devices differ (", dst.device(), " and ", src.device(), ")");
-  backend(dst.device()).copy(dst, expand(src, dst.shape()));
+  check_writable(dst, "copy_");
+  backend(dst.device()).copy(dst, unaliased(expand(src, dst.shape()), dst));
   dst.storage()->bump_version();
 }
 
 void fill_(const Tensor& dst, c128 value) {
-  backend(dst.device()).fill(dst, value);
+  backend(dst.device()).fill(dst, checked_scalar(value, dst.dtype(), "fill_"));
   dst.storage()->bump_version();
 }
 

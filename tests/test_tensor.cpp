@@ -1,10 +1,18 @@
 // Engine core: creation, views, broadcasting, promotion, reductions, matmul, indexing, errors.
 #include <doctest/doctest.h>
 #include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <complex>
+#include <csignal>
+#include <functional>
+#include <limits>
+#include <string>
+#include <thread>
 
 #include "phasor.h"
 #include "tests/helpers.h"
@@ -277,4 +285,127 @@ TEST_CASE("sizes that overflow int64 are refused, never wrapped into a small all
   const Tensor t = zeros({4});
   CHECK(error_of([&] { as_strided(t, {3, 3}, {int64_t{1} << 62, int64_t{1} << 62}, 0); }).find("reaches past the int64 range") !=
         std::string::npos);
+}
+
+// ============================================================== scalars stored into a dtype, overlapping in-place ops, fork
+
+TEST_CASE("a scalar that its dtype cannot hold is refused by fill_, full and masked_fill, as PyTorch does") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const auto refused = [](const std::function<void()>& f, const std::string& dtype) {
+    const std::string e = error_of(f);
+    CAPTURE(e);
+    CHECK(contains(e, "cannot be converted to " + dtype + " without overflow"));
+    CHECK(e.find('\n') == std::string::npos);
+  };
+  // a nonzero imaginary part into a real dtype (it gave 0 silently)
+  const Tensor f32 = ones({3});
+  refused([&] { ops::fill_(f32, c128(0, 1)); }, "float32");
+  refused([&] { (void)full({2}, c128(1, 2), DType::Float64); }, "float64");
+  refused([&] { ops::fill_(zeros({2}, DType::Int64), c128(0, 1)); }, "int64");
+  check_close(f32.to_vector<double>(), {1.0, 1.0, 1.0}, {.atol = 0});  // a refusal writes nothing
+  // NaN, infinities and values out of range into int64 (NaN gave INT64_MIN)
+  for (double v : {nan, inf, -inf, 0x1p63, -0x1p64, 1e300}) {
+    CAPTURE(v);
+    refused([&] { ops::fill_(zeros({2}, DType::Int64), v); }, "int64");
+    refused([&] { (void)masked_fill(zeros({2}, DType::Int64), ones({2}, DType::Bool), v); }, "int64");
+  }
+  // finite values beyond float's range into float32 and complex64; infinities and NaN are values there
+  refused([&] { (void)full({2}, 1e300, DType::Float32); }, "float32");
+  refused([&] { (void)full({2}, c128(1, -1e39), DType::Complex64); }, "complex64");
+  CHECK(std::isinf(full({1}, -inf, DType::Float32).item<float>()));
+  CHECK(std::isnan(full({1}, nan, DType::Complex64).item<c64>().real()));
+  // what fits is stored: int64's extremes, a fraction truncated (PyTorch), any value into bool (nonzero is true)
+  CHECK(full({1}, -0x1p63, DType::Int64).item<int64_t>() == std::numeric_limits<int64_t>::min());
+  CHECK(full({1}, -2.75, DType::Int64).item<int64_t>() == -2);
+  CHECK(full({1}, c128(0, 1), DType::Bool).item<bool>());
+  CHECK(full({1}, nan, DType::Bool).item<bool>());
+  CHECK_FALSE(full({1}, 0.0, DType::Bool).item<bool>());
+  CHECK(full({1}, c128(1e300, -1e300), DType::Complex128).item<c128>() == c128(1e300, -1e300));
+}
+
+TEST_CASE("in-place ops whose source overlaps the destination read the source as it was (NumPy's a[1:] = a[:-1])") {
+  // Long enough that the loop is split across threads as well.
+  for (int64_t n : {int64_t{6}, int64_t{1} << 16}) {
+    CAPTURE(n);
+    std::vector<double> base(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) base[i] = static_cast<double>(i * i % 97);
+    const auto shifted_copy = [&](bool forward) {  // NumPy: a[1:] = a[:-1] (forward) or a[:-1] = a[1:]
+      std::vector<double> want = base;
+      for (int64_t i = 0; i + 1 < n; ++i) want[forward ? i + 1 : i] = base[forward ? i : i + 1];
+      return want;
+    };
+    Tensor a = from_vector(base);
+    ops::copy_(a.narrow(0, 1, n - 1), a.narrow(0, 0, n - 1));
+    CHECK(a.to_vector<double>() == shifted_copy(true));
+    a = from_vector(base);
+    ops::copy_(a.narrow(0, 0, n - 1), a.narrow(0, 1, n - 1));
+    CHECK(a.to_vector<double>() == shifted_copy(false));
+    // add_ with an overlapping other: a[1:] += a[:-1]
+    a = from_vector(base);
+    ops::binary_(ops::Binary::Add, a.narrow(0, 1, n - 1), a.narrow(0, 0, n - 1));
+    std::vector<double> want = base;
+    for (int64_t i = 1; i < n; ++i) want[i] = base[i] + base[i - 1];
+    CHECK(a.to_vector<double>() == want);
+    // axpy_ likewise: a[:-1] += 2 a[1:]
+    a = from_vector(base);
+    ops::axpy_(a.narrow(0, 0, n - 1), a.narrow(0, 1, n - 1), 2.0);
+    want = base;
+    for (int64_t i = 0; i + 1 < n; ++i) want[i] = base[i] + 2 * base[i + 1];
+    CHECK(a.to_vector<double>() == want);
+  }
+  // a row of the destination broadcast over it: every row gets the original row 0
+  Tensor m = from_vector<double>({1, 2, 3, 4, 5, 6}, {3, 2});
+  ops::binary_(ops::Binary::Mul, m, m.select(0, 0));
+  CHECK(m.to_vector<double>() == std::vector<double>{1, 4, 3, 8, 5, 12});
+  // a complex tensor written from its own real parts (another dtype, same bytes)
+  Tensor z = from_vector<c128>({{1, 2}, {3, 4}});
+  ops::copy_(ops::view_as_real(z).select(1, 1), ops::view_as_real(z).select(1, 0));
+  CHECK(z.to_vector<c128>() == std::vector<c128>{{1, 1}, {3, 3}});
+  // the same view in place stays the plain elementwise case
+  Tensor s = from_vector<double>({1, 2, 3});
+  ops::binary_(ops::Binary::Add, s, s);
+  CHECK(s.to_vector<double>() == std::vector<double>{2, 4, 6});
+  // a destination whose elements share memory is refused (PyTorch: "unsupported operation")
+  const Tensor row = zeros({1, 3});
+  CHECK(contains(error_of([&] { ops::copy_(row.expand({2, 3}), from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3})); }),
+                 "unsupported operation"));
+}
+
+TEST_CASE("a child forked after a parallel op runs parallel ops, single-threaded (libgomp's pool does not survive fork)") {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(std::max(2, threads));
+  const int64_t n = int64_t{1} << 18;  // well above the threading grain
+  const Tensor x = arange(0, static_cast<double>(n), 1, DType::Float64);
+  const Tensor a = ones({256, 256}, DType::Float64);
+  CHECK(ops::binary(ops::Binary::Add, x, x).to_vector<double>()[n - 1] == 2.0 * (n - 1));  // the parent's pool starts
+  (void)ops::matmul(a, a);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the child: exit status 0 when its parallel ops give the right values
+    int status = 1;
+    try {
+      const std::vector<double> y = ops::binary(ops::Binary::Add, x, x).to_vector<double>();
+      const double s = ops::sum(x).item<double>();
+      const std::vector<double> p = ops::matmul(a, a).to_vector<double>();
+      status = (y[n - 1] == 2.0 * (n - 1) && s == 0.5 * n * (n - 1) && p[0] == 256.0 && p.back() == 256.0) ? 0 : 3;
+    } catch (...) {
+      status = 2;
+    }
+    _exit(status);
+  }
+  // The parent waits with a deadline, so a child that hangs fails the test instead of hanging it.
+  int status = 0;
+  pid_t done = 0;
+  for (int waited_ms = 0; waited_ms < 60000 && done == 0; waited_ms += 10) {
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  omp_set_num_threads(threads);
+  CHECK_MESSAGE(done == pid, "the forked child hung in its first parallel op");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
