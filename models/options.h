@@ -25,7 +25,9 @@ namespace phasor {
 enum class Bound { Any, Positive, NonNegative, AboveOne, OpenUnit, HalfOpenUnit };
 
 // Upper limits shared by several rows.
-inline constexpr double kMaxSize = 2147483648.0;        // 2^31: no size or count of a buildable model exceeds it
+// Sizes: any int64, because validate() bounds them together, with a message
+// that says why (more than 2^31 parameters, or 2^31 tokens per step).
+inline constexpr double kMaxSize = 9223372036854775807.0;
 inline constexpr double kMaxCount = 1e12;               // steps and step periods: far past any run
 inline constexpr double kMaxUnsigned = 18446744073709551615.0;  // an unsigned field: its whole 64-bit range
 
