@@ -6,6 +6,7 @@
 // for byte as it was and no partial file (*.tmp.*) or run folder appears.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -624,4 +625,253 @@ TEST_CASE("regression: an empty tensor whose other dimensions overflow the strid
                        doctest::Contains("too large to index"), Error);
   c.tensors[0].second.shape = {0, 3, 5};  // an ordinary empty tensor still loads
   CHECK(nn::from_contents(c, "x").at("empty").shape() == Dims({0, 3, 5}));
+}
+
+// ============================================================== issue 27: runs that end, numbers, outputs, special files
+
+namespace {
+
+// A command with a shorter bound than phasor_cli's: a hang (a FIFO opened for
+// reading waits for a writer) fails the case in seconds, not minutes.
+Cli phasor_cli_within(int seconds, const std::string& args, const std::string& env = "") {
+  return run_shell(env + " timeout -s KILL " + std::to_string(seconds) + " " + phasor_command() + " " + args, scratch());
+}
+
+// A FIFO at p (a fresh one): nothing ever writes to it.
+fs::path make_fifo(const fs::path& p) {
+  fs::create_directories(p.parent_path());
+  fs::remove(p);
+  REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
+  return p;
+}
+
+// A gradient file of the valid model, as `phasor grad` writes it (F32, the model's parameter names).
+fs::path gradient_file() {
+  const fs::path out = scratch() / "grad" / "window0.safetensors";
+  if (!fs::exists(out)) {
+    fs::create_directories(out.parent_path());
+    const Cli g = phasor_cli("grad --checkpoint " + quote(model_file("valid")) + " --data " + quote(data_file()) +
+                             " --seq-len 16 --out " + quote(out));
+    REQUIRE_MESSAGE(g.status == 0, g.err);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("R7 train: a NaN or Inf step at the last step, at a checkpoint step, or --steps 0 still ends with a checkpoint") {
+  // The last of 2 steps gives a NaN loss: the run saves its checkpoint (the
+  // default --ckpt-every 0 saves only at the end) and reports the validation it computed.
+  for (const std::string kind : {"loss", "inf", "grad"}) {
+    const fs::path run = fresh_folder(scratch() / "nan_last") / "run";
+    const Cli r = run_shell("PHASOR_FAULT_NAN_AT_STEP=1,1," + kind + " timeout -s KILL 600 " + phasor_command() + " " + train_args(run),
+                            scratch());
+    CHECK_MESSAGE(r.status == 0, r.err);
+    CHECK(latest_name(run) == "ckpt-00000002");
+    CHECK(r.out.find("validation loss 0.0000") == std::string::npos);
+    CHECK(phasor_cli("info " + quote(run / "ckpt-00000002" / "model.safetensors")).status == 0);
+    const Json state = Json::parse(read_bytes(run / "ckpt-00000002" / "state.json"));
+    CHECK(state.at("skipped_steps") == 1);
+    CHECK(state.at("step") == 2);
+  }
+  // A skipped step that ends a --ckpt-every period still saves.
+  const fs::path periodic = fresh_folder(scratch() / "nan_period") / "run";
+  const Cli p = run_shell("PHASOR_FAULT_NAN_AT_STEP=1 timeout -s KILL 600 " + phasor_command() + " " +
+                              train_args(periodic, "--steps 4 --ckpt-every 2"),
+                          scratch());
+  CHECK_MESSAGE(p.status == 0, p.err);
+  CHECK(fs::is_directory(periodic / "ckpt-00000002"));
+  CHECK(latest_name(periodic) == "ckpt-00000004");
+  // A run of no steps: the initial model, as a checkpoint that resumes.
+  const fs::path none = fresh_folder(scratch() / "zero_steps") / "run";
+  const Cli z = phasor_cli(train_args(none, "--steps 0"));
+  CHECK_MESSAGE(z.status == 0, z.err);
+  CHECK(latest_name(none) == "ckpt-00000000");
+  CHECK(z.out.find("loss not computed") != std::string::npos);
+  const Cli more = phasor_cli("train --resume " + quote(none) + " --steps 1");
+  CHECK_MESSAGE(more.status == 0, more.err);
+  CHECK(latest_name(none) == "ckpt-00000001");
+}
+
+TEST_CASE("R8 resume: a model or optimizer file that is not one, whatever its tensor names and shapes") {
+  // A `phasor grad` output (the model's names and shapes, "format": "phasor-gradient") copied over the model.
+  check_resume_refused([](const fs::path& run) {
+    fs::copy_file(gradient_file(), run / latest_of(run) / "model.safetensors", fs::copy_options::overwrite_existing);
+  }, "not a Phasor model");
+  // A model file where the optimizer state belongs.
+  check_resume_refused([](const fs::path& run) {
+    fs::copy_file(run / latest_of(run) / "model.safetensors", run / latest_of(run) / "optimizer.safetensors",
+                  fs::copy_options::overwrite_existing);
+  }, "not a Phasor optimizer state");
+  // A Phasor model of the same shapes but another config (another rope_base).
+  check_resume_refused([](const fs::path& run) {
+    const fs::path m = run / latest_of(run) / "model.safetensors";
+    std::map<std::string, std::string> metadata;
+    const nn::StateDict tensors = nn::load_tensors(m.string(), &metadata);
+    ModelConfig c = config_from_metadata(metadata, m.string());
+    c.rope_base = 500.0;
+    write_bytes(m, model_bytes(tensors, model_metadata(c)));
+  }, "is not the run's");
+}
+
+TEST_CASE("C8 unsigned fields: the whole 64-bit range round-trips through save and resume; negatives and narrowing refused") {
+  for (const std::string seed : {"9223372036854775808", "18446744073709551615"}) {
+    const fs::path run = fresh_folder(scratch() / "big_seed") / "run";
+    const Cli t = phasor_cli(train_args(run, "--steps 1 --seed " + seed));
+    REQUIRE_MESSAGE(t.status == 0, t.err);
+    CHECK(Json::parse(read_bytes(run / "config.json")).at("seed").dump() == seed);
+    const Cli r = phasor_cli("train --resume " + quote(run) + " --steps 2");
+    CHECK_MESSAGE(r.status == 0, r.err);
+    CHECK(latest_name(run) == "ckpt-00000002");
+    // And from a config file.
+    const fs::path config = write_bytes(scratch() / "big_seed.json", "{\"seed\": " + seed + "}");
+    const fs::path run2 = fresh_folder(scratch() / "big_seed_config") / "run";
+    const Cli c = phasor_cli(train_args(run2, "--steps 1 --config " + quote(config)));
+    CHECK_MESSAGE(c.status == 0, c.err);
+  }
+  check_train_refused("--steps 2 --seed -1", "--seed");
+  write_bytes(scratch() / "neg_seed.json", "{\"seed\": -1}");
+  check_train_refused("--steps 2 --config " + quote(scratch() / "neg_seed.json"), "'seed' must be a non-negative integer, got -1");
+  // An int field must not keep the low 32 bits of a larger number (2^32 + 1 threads read as 1).
+  write_bytes(scratch() / "wide_threads.json", "{\"threads\": 4294967297}");
+  check_train_refused("--steps 2 --config " + quote(scratch() / "wide_threads.json"), "'threads' must be an integer in");
+  write_bytes(scratch() / "huge_steps.json", "{\"steps\": 9223372036854775808}");
+  check_train_refused("--config " + quote(scratch() / "huge_steps.json"), "'steps' must be an integer in");
+}
+
+TEST_CASE("F6 flags: every number has a finite, bounded range") {
+  check_train_refused("--steps 2 --lr inf", "lr must be at most 1, got inf");
+  check_train_refused("--steps 2 --lr 1e300", "lr must be at most 1");
+  check_train_refused("--steps 2 --threads 100000", "threads must be at most 1024");
+  check_train_refused("--steps 2 --position xpos --xpos-scale-base 1e300", "xpos_scale_base must be at most 1000000");
+  check_train_refused("--steps 2 --rope-base inf", "rope_base must be at most");
+  check_train_refused("--steps 2 --norm-eps 1e300", "norm_eps must be at most 1");
+  check_train_refused("--steps 2 --grad-clip inf", "grad_clip must be at most");
+  check_train_refused("--steps 2 --weight-decay 1e9", "weight_decay must be at most 10");
+  check_train_refused("--steps 2 --min-lr inf", "min_lr must be at most 1");
+  check_train_refused("--steps 2000000000000", "steps must be at most 1000000000000");
+  check_train_refused("--steps 2 --seq-len 2000000", "seq_len must be at most 1048576");
+  check_train_refused("--steps 2 --max-seq-len 4194304 --position learned", "max_seq_len must be at most 1048576");
+  check_train_refused("--steps 2 --dist-timeout inf", "--dist-timeout");
+  write_bytes(scratch() / "inf_lr.json", "{\"lr\": 1e308, \"steps\": 2}");
+  check_train_refused("--config " + quote(scratch() / "inf_lr.json"), "lr must be at most 1");
+  const std::string m = quote(model_file("valid"));
+  check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --temperature inf"), "--temperature");
+  check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --temperature 1e300"), "--temperature");
+  check_refused(phasor_cli("generate --checkpoint " + m + " --prompt hi --top-k 99999999999999"), "--top-k");
+  check_refused(phasor_cli("eval --checkpoint " + m + " --data " + quote(data_file()) + " --batch 1099511627776"), "--batch");
+  check_refused(phasor_cli("curvature --checkpoint " + m + " --data " + quote(data_file()) + " --seq-len 16 --tol nan"), "--tol");
+  check_refused(phasor_cli("curvature --checkpoint " + m + " --data " + quote(data_file()) + " --seq-len 16 --tol inf"), "--tol");
+  check_refused(phasor_cli("curvature --checkpoint " + m + " --data " + quote(data_file()) + " --seq-len 16 --max-hvps 9000000000"),
+                "--max-hvps");
+  // More threads than this machine's cores: lowered to them, with a message, and the run trains.
+  const fs::path run = fresh_folder(scratch() / "many_threads") / "run";
+  const Cli t = phasor_cli(train_args(run, "--steps 1 --threads 1024"));
+  CHECK_MESSAGE(t.status == 0, t.err);
+  CHECK(t.err.find("--threads 1024 is more than the") != std::string::npos);
+  CHECK(latest_name(run) == "ckpt-00000001");
+}
+
+TEST_CASE("O1 output paths: an --out that is the command's own input, or a file of a run it does not own") {
+  const fs::path run = fresh_folder(scratch() / "outputs") / "run";
+  fs::copy(guard_run(), run, fs::copy_options::recursive);
+  const std::map<std::string, std::string> before = tree_bytes(run);
+  const fs::path model = run / latest_of(run) / "model.safetensors";
+  const std::string data = quote(data_file());
+  const std::string data_before = read_bytes(data_file());
+  check_refused(phasor_cli("plot " + quote(run) + " --out " + quote(run / "latest")), "would replace 'latest' of the training run");
+  check_refused(phasor_cli("plot " + quote(run) + " --out " + quote(run / "log.jsonl")), "is the log it reads");
+  check_refused(phasor_cli("plot " + quote(run) + " --heads --out " + quote(run / "config.json")), "of the training run");
+  check_refused(phasor_cli("grad --checkpoint " + quote(model) + " --data " + data + " --seq-len 16 --out " + quote(model)),
+                "is the --checkpoint it reads");
+  check_refused(phasor_cli("grad --checkpoint " + quote(model) + " --data " + data + " --seq-len 16 --out " + data),
+                "is the --data it reads");
+  check_refused(phasor_cli("grad --checkpoint " + quote(model) + " --data " + data + " --seq-len 16 --out " +
+                           quote(run / latest_of(run) / "optimizer.safetensors")),
+                "a file of the checkpoint");
+  // Through another spelling of the same file: a symlink, a path with "..".
+  fs::create_symlink(model, scratch() / "outputs" / "link.safetensors");
+  check_refused(phasor_cli("curvature --checkpoint " + quote(scratch() / "outputs" / "link.safetensors") + " --data " + data +
+                           " --seq-len 16 --out " + quote(run / latest_of(run) / ".." / latest_of(run) / "model.safetensors")),
+                "is the --checkpoint it reads");
+  check_refused(phasor_cli("attention --checkpoint " + quote(model) + " --text hi --layer 0 --head 0 --out " + quote(model)),
+                "is the --checkpoint it reads");
+  CHECK(tree_bytes(run) == before);
+  CHECK(read_bytes(data_file()) == data_before);
+  // train: the run's own files must not replace its data or config.
+  const fs::path folder = fresh_folder(scratch() / "data_in_run");
+  write_bytes(folder / "config.json", sample_text(4096));
+  const Cli t = phasor_cli(train_args(folder, "--steps 2 --data " + quote(folder / "config.json")));
+  check_refused(t, "is the --data it reads");
+  CHECK(read_bytes(folder / "config.json") == sample_text(4096));
+  // sweep --out a training run.
+  check_refused(phasor_cli("sweep --out " + quote(run) + " --report-only"), "holds a training run");
+  CHECK(tree_bytes(run) == before);
+}
+
+TEST_CASE("O2 written files: a symlink planted at a temporary's old name, or at a run's log, is not followed") {
+  const fs::path dir = fresh_folder(scratch() / "planted");
+  const fs::path target = write_bytes(dir / "victim.txt", "precious");
+  // `exec` keeps the shell's pid, which the old temporary names (<out>.tmp.<pid>) used.
+  const auto run_planted = [&](const std::string& planted, const std::string& args, const std::string& env = "") {
+    return run_shell("sh -c " + quote("ln -s " + quote(target) + " " + quote(planted) + ".tmp.$$; " + env + "exec " +
+                                      phasor_command() + " " + args),
+                     scratch());
+  };
+  const Cli p = run_planted((dir / "loss.svg").string(), "plot " + quote(guard_run()) + " --out " + quote(dir / "loss.svg"));
+  CHECK_MESSAGE(p.status == 0, p.err);
+  CHECK(read_bytes(target) == "precious");
+  CHECK(read_bytes(dir / "loss.svg").find("<svg") != std::string::npos);
+  // The corpus cache, written on first use of a built-in corpus.
+  const fs::path cache = fresh_folder(dir / "cache");
+  const Cli c = run_planted((cache / "arith-v1.txt").string(),
+                            "eval --checkpoint " + quote(model_file("valid")) + " --data arith --seq-len 16 --max-windows 1",
+                            "export PHASOR_CACHE=" + quote(cache) + "; ");
+  CHECK_MESSAGE(c.status == 0, c.err);
+  CHECK(read_bytes(target) == "precious");
+  CHECK(fs::file_size(cache / "arith-v1.txt") > 1000);
+  // A run's log.jsonl that is a symlink: refused, its target untouched.
+  const fs::path run = fresh_folder(dir / "run");
+  fs::create_symlink(target, run / "log.jsonl");
+  const Cli t = phasor_cli(train_args(run, "--steps 1"));
+  check_one_line_failure(t, "log.jsonl");
+  CHECK(read_bytes(target) == "precious");
+  // Nothing but the planted links is left under a temporary's name.
+  for (const std::string& tmp : temporaries(dir)) {
+    CHECK_MESSAGE(fs::is_symlink(tmp), "partial file left: ", tmp);
+    fs::remove(tmp);
+  }
+}
+
+TEST_CASE("O3 standard output that cannot be written (/dev/full): one line and a non-zero exit") {
+  const std::string m = quote(model_file("valid"));
+  const auto to_full = [](const std::string& args) { return run_shell("{ " + phasor_command() + " " + args + " > /dev/full; }", scratch()); };
+  check_refused(to_full("info " + m), "cannot write the output to standard output: No space left on device");
+  check_refused(to_full("eval --checkpoint " + m + " --data " + quote(data_file()) + " --seq-len 16 --json"), "No space left on device");
+  check_refused(to_full("generate --checkpoint " + m + " --prompt hi --tokens 5"), "No space left on device");
+  check_refused(to_full("plot " + quote(guard_run()) + " --out " + quote(scratch() / "full.svg")), "No space left on device");
+  check_refused(to_full("--help"), "No space left on device");
+  fs::remove(scratch() / "full.svg");
+}
+
+TEST_CASE("D6 data, model, config or log that is not a regular file (a FIFO, a device): refused without waiting") {
+  const fs::path fifo = make_fifo(scratch() / "special" / "fifo");
+  check_refused(phasor_cli_within(60, "info " + quote(fifo)), "not a regular file (a FIFO)");
+  check_refused(phasor_cli_within(60, "eval --checkpoint " + quote(model_file("valid")) + " --data " + quote(fifo) + " --seq-len 16"),
+                "not a regular file (a FIFO)");
+  check_refused(phasor_cli_within(60, "eval --checkpoint " + quote(model_file("valid")) + " --data /dev/zero --seq-len 16"),
+                "not a regular file (a device)");
+  const fs::path run = scratch() / "refused" / "run";
+  fs::remove_all(run.parent_path());
+  check_refused(phasor_cli_within(60, train_args(run, "--steps 2 --data " + quote(fifo))), "not a regular file (a FIFO)");
+  check_refused(phasor_cli_within(60, train_args(run, "--steps 2 --config " + quote(fifo))), "not a regular file (a FIFO)");
+  CHECK(!fs::exists(run));
+  // A run whose log or `latest` is a FIFO.
+  const fs::path fake = fresh_folder(scratch() / "special" / "run");
+  make_fifo(fake / "log.jsonl");
+  check_refused(phasor_cli_within(60, "plot " + quote(fake) + " --out " + quote(scratch() / "special" / "out.svg")), "not a regular file");
+  make_fifo(fake / "latest");
+  check_refused(phasor_cli_within(60, "train --resume " + quote(fake) + " --steps 3"), "not a regular file");
+  // And a bound on a regular file read whole: the model loader's (sparse, so nothing is written).
+  CHECK_THROWS_WITH_AS(read_file_bytes(data_file().string(), 100), doctest::Contains("more than the limit of 100 bytes"), Error);
 }

@@ -280,6 +280,9 @@ TEST_CASE("the config JSON of a checkpoint and of a run is byte for byte what ea
 }
 )";
   CHECK(to_json(o).dump(2) + "\n" == run_json);
+  // And back: an unsigned field takes its whole range (2^64-1 is a JSON number_unsigned), so the run resumes.
+  CHECK(train_options_from_json(Json::parse(run_json)).seed == o.seed);
+  CHECK(to_json(train_options_from_json(Json::parse(run_json))).dump(2) + "\n" == run_json);
 }
 
 TEST_CASE("a model file written by hand from raw bytes (whoever wrote it) loads with the right values") {
