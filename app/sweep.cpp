@@ -284,7 +284,8 @@ namespace {
 pid_t spawn_cell(const std::string& self_exe, const std::string& out_dir, const std::string& cell, const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a symlink planted at the cell's log is refused, not written through (no O_CLOEXEC: this is the child's stdout).
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<std::string> args = {self_exe, "sweep", "--out", out_dir, "--cell", cell};
   std::vector<char*> argv;
