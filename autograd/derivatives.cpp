@@ -15,6 +15,8 @@
 // kernel, it calls it through bw:: below, which takes the raw kernel when grad
 // mode is off (the first-order path costs what it did) and the
 // differentiable op when it is on.
+#include <cfloat>
+#include <cmath>
 #include <numeric>
 
 #include "autograd/functions.h"
@@ -112,7 +114,14 @@ Dims keepdim_shape(const Dims& shape, const std::vector<int64_t>& dims) {
 
 Tensor scalar_like(const Tensor& like, c128 value) {
   const DType base = is_inexact(like.dtype()) ? like.dtype() : DType::Float32;
-  return scalar_tensor(value, value.imag() != 0.0 ? complex_dtype(real_dtype(base)) : real_dtype(base));
+  const DType dtype = value.imag() != 0.0 ? complex_dtype(real_dtype(base)) : real_dtype(base);
+  // An operand beyond float's range is +-inf in single precision, as the
+  // result in float would be (PyTorch's x * 1e300 is inf); only storing such
+  // a value (fill_, full) is refused.
+  const auto in_float = [dtype](double v) {
+    return real_dtype(dtype) == DType::Float32 && std::isfinite(v) && std::abs(v) > FLT_MAX ? std::copysign(INFINITY, v) : v;
+  };
+  return scalar_tensor(c128(in_float(value.real()), in_float(value.imag())), dtype);
 }
 
 // ---------------------------------------------------------------- views

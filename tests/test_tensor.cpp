@@ -321,6 +321,10 @@ TEST_CASE("a scalar that its dtype cannot hold is refused by fill_, full and mas
   CHECK(full({1}, nan, DType::Bool).item<bool>());
   CHECK_FALSE(full({1}, 0.0, DType::Bool).item<bool>());
   CHECK(full({1}, c128(1e300, -1e300), DType::Complex128).item<c128>() == c128(1e300, -1e300));
+  // arithmetic with such a scalar stores nothing: in single precision the scalar is +-inf, as in PyTorch
+  CHECK((ones({1}) * 1e300).item<float>() == std::numeric_limits<float>::infinity());
+  CHECK((ones({1}, DType::Complex64) - c128(0, 1e300)).item<c64>() == c64(1, -std::numeric_limits<float>::infinity()));
+  CHECK((ones({1}, DType::Float64) * 1e300).item<double>() == 1e300);
 }
 
 TEST_CASE("in-place ops whose source overlaps the destination read the source as it was (NumPy's a[1:] = a[:-1])") {
