@@ -80,9 +80,15 @@ Tensor ones(const Dims& shape, DType dtype, Device device) { return full(shape, 
 Tensor scalar_tensor(c128 value, DType dtype, Device device) { return full(Dims{}, value, dtype, device); }
 
 Tensor arange(double start, double end, double step, DType dtype) {
-  PHASOR_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(end), "arange: invalid range start=", start,
-               " end=", end, " step=", step);
-  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((end - start) / step)));
+  PHASOR_CHECK(step != 0.0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(end), "arange: invalid range start=",
+               start, " end=", end, " step=", step);
+  const double count = std::max(0.0, std::ceil((end - start) / step));
+  PHASOR_CHECK(count < 0x1p62, "arange: ", count, " elements (start=", start, " end=", end, " step=", step, ") are too many");
+  const auto n = static_cast<int64_t>(count);
+  if (n > 0) {  // the ends bound every value: each must fit the dtype (an int64 beyond 2^63 was undefined)
+    (void)checked_scalar(start, dtype, "arange");
+    (void)checked_scalar(start + static_cast<double>(n - 1) * step, dtype, "arange");
+  }
   Tensor t = empty(Dims{n}, dtype);
   dispatch(dtype, [&]<class T>() {
     T* p = t.data<T>();

@@ -289,7 +289,7 @@ TEST_CASE("sizes that overflow int64 are refused, never wrapped into a small all
 
 // ============================================================== scalars stored into a dtype, overlapping in-place ops, fork
 
-TEST_CASE("a scalar that its dtype cannot hold is refused by fill_, full and masked_fill, as PyTorch does") {
+TEST_CASE("a scalar that its dtype cannot hold is refused by fill_, full, masked_fill and arange, as PyTorch does") {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   const auto refused = [](const std::function<void()>& f, const std::string& dtype) {
     const std::string e = error_of(f);
@@ -321,6 +321,12 @@ TEST_CASE("a scalar that its dtype cannot hold is refused by fill_, full and mas
   CHECK(full({1}, nan, DType::Bool).item<bool>());
   CHECK_FALSE(full({1}, 0.0, DType::Bool).item<bool>());
   CHECK(full({1}, c128(1e300, -1e300), DType::Complex128).item<c128>() == c128(1e300, -1e300));
+  // arange: both ends must fit the dtype; a count past any allocation and a NaN step are refused
+  refused([&] { (void)arange(0, 1e30, 1e29, DType::Int64); }, "int64");
+  refused([&] { (void)arange(-1e39, 0, 1e38, DType::Float32); }, "float32");
+  CHECK(contains(error_of([&] { (void)arange(0, 1e300); }), "are too many"));
+  CHECK(contains(error_of([&] { (void)arange(0, 1, nan); }), "arange: invalid range"));
+  CHECK(arange(-3, 3, 2, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{-3, -1, 1});
   // arithmetic with such a scalar stores nothing: in single precision the scalar is +-inf, as in PyTorch
   CHECK((ones({1}) * 1e300).item<float>() == std::numeric_limits<float>::infinity());
   CHECK((ones({1}, DType::Complex64) - c128(0, 1e300)).item<c64>() == c64(1, -std::numeric_limits<float>::infinity()));
