@@ -645,12 +645,13 @@ fs::path make_fifo(const fs::path& p) {
   return p;
 }
 
-// A gradient file of the valid model, as `phasor grad` writes it (F32, the model's parameter names).
+// A gradient file of the guard run's model, as `phasor grad` writes it (F32,
+// the model's own parameter names and shapes).
 fs::path gradient_file() {
   const fs::path out = scratch() / "grad" / "window0.safetensors";
   if (!fs::exists(out)) {
     fs::create_directories(out.parent_path());
-    const Cli g = phasor_cli("grad --checkpoint " + quote(model_file("valid")) + " --data " + quote(data_file()) +
+    const Cli g = phasor_cli("grad --checkpoint " + quote(latest_folder(guard_run()) / "model.safetensors") + " --data " + quote(data_file()) +
                              " --seq-len 16 --out " + quote(out));
     REQUIRE_MESSAGE(g.status == 0, g.err);
   }
