@@ -298,6 +298,7 @@ TrainSummary run_loop(Run& run) {
   auto window_start = start;
   int64_t window_tokens = 0, bad_in_a_row = 0, first_step = run.step;
   double last_loss = NAN, tokens_per_s = 0;
+  bool save_due = false;  // a --ckpt-every save that fell on a skipped step
   const NanFault fault = nan_fault_from_environment();
 
   while (run.step < o.steps) {
@@ -331,8 +332,8 @@ TrainSummary run_loop(Run& run) {
       grad_norm = nn::clip_grad_norm(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
     }
     // A skipped step still counts, and still reaches the validation and the
-    // checkpoint below: the last step of a run (or of a --ckpt-every period)
-    // saves whether or not its own update was skipped.
+    // checkpoint below: the last step of a run saves whether or not its own
+    // update was skipped.
     const bool skipped = !std::isfinite(loss_value) || !std::isfinite(grad_norm);
     if (skipped) {  // the parameters and the optimizer stay as they were
       ++run.skipped;
@@ -377,7 +378,14 @@ TrainSummary run_loop(Run& run) {
       if (root)
         std::fprintf(stderr, "%sstep %ld: validation loss %.4f\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss);
     }
-    if ((o.ckpt_every > 0 && run.step % o.ckpt_every == 0) || run.step == o.steps) run.save_checkpoint();
+    // A --ckpt-every save that falls on a skipped step waits for the next good
+    // one, so `latest` never moves into a run of bad steps (the checkpoint
+    // before a divergence stays the latest); the last step saves whatever it was.
+    if (o.ckpt_every > 0 && run.step % o.ckpt_every == 0) save_due = true;
+    if ((save_due && !skipped) || run.step == o.steps) {
+      run.save_checkpoint();
+      save_due = false;
+    }
   }
   // A run of no steps (--steps 0) still ends with its checkpoint: the initial model.
   if (!summary.interrupted && run.previous_checkpoint_ != checkpoint_name(run.step)) run.save_checkpoint();

@@ -675,14 +675,16 @@ TEST_CASE("R7 train: a NaN or Inf step at the last step, at a checkpoint step, o
     CHECK(state.at("skipped_steps") == 1);
     CHECK(state.at("step") == 2);
   }
-  // A skipped step that ends a --ckpt-every period still saves.
+  // A --ckpt-every save that falls on a skipped step is taken at the next good
+  // step (not into the bad step, not lost): steps 1 skipped, so 3 rather than 2.
   const fs::path periodic = fresh_folder(scratch() / "nan_period") / "run";
   const Cli p = run_shell("PHASOR_FAULT_NAN_AT_STEP=1 timeout -s KILL 600 " + phasor_command() + " " +
                               train_args(periodic, "--steps 4 --ckpt-every 2"),
                           scratch());
   CHECK_MESSAGE(p.status == 0, p.err);
-  CHECK(fs::is_directory(periodic / "ckpt-00000002"));
+  CHECK(fs::is_directory(periodic / "ckpt-00000003"));
   CHECK(latest_name(periodic) == "ckpt-00000004");
+  CHECK(Json::parse(read_bytes(periodic / "ckpt-00000003" / "state.json")).at("skipped_steps") == 1);
   // A run of no steps: the initial model, as a checkpoint that resumes.
   const fs::path none = fresh_folder(scratch() / "zero_steps") / "run";
   const Cli z = phasor_cli(train_args(none, "--steps 0"));
