@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/node.h"
@@ -232,5 +233,25 @@ TEST_CASE("the Hessian-vector product of every position variant's model loss mat
     const double err = relative_error(hv, fd);
     MESSAGE(position_name(p), ": relative error of H v ", err);
     CHECK(err < 1e-5);  // finite differences of float64 gradients: about 3e-7 here
+  }
+}
+
+TEST_CASE("jvp and hvp in single precision agree with double precision (they seed with tensor ops in each tensor's dtype)") {
+  // gradcheck refuses single precision (finite differences need double); jvp
+  // and hvp take it, and keep the inputs' dtype in what they return.
+  for (const auto& [single, wide] : {std::pair{DType::Float32, DType::Float64}, std::pair{DType::Complex64, DType::Complex128}}) {
+    CAPTURE(single);
+    Generator g(31);
+    const Tensor x = randn({5}, wide, &g), v = randn({5}, wide, &g);
+    const Tensor x1 = ops::to(x, single), v1 = ops::to(v, single);
+    const TensorFunction f = [](const V& in) { return exp(in[0]) * in[0]; };
+    const JvpResult j1 = jvp(f, {x1}, {v1}), j2 = jvp(f, {x}, {v});
+    CHECK(j1.tangent.dtype() == single);
+    CHECK(relative_error({j1.tangent}, {j2.tangent}) < 1e-5);
+    const auto loss_of = [](const Tensor& p) { return sum(real(exp(p) * conj(p))); };
+    const Tensor p1 = x1.detach().requires_grad_(), p2 = x.detach().requires_grad_();
+    const V h1 = hvp(loss_of(p1), {p1}, {v1}), h2 = hvp(loss_of(p2), {p2}, {v});
+    CHECK(h1[0].dtype() == single);
+    CHECK(relative_error(h1, h2) < 1e-5);
   }
 }
