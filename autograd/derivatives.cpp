@@ -459,9 +459,11 @@ namespace {
 // max/min along a dim: the gradient goes to the selected element.
 ops::ValuesIndices extreme(const char* name, ops::ValuesIndices r, const Tensor& x, int64_t dim, bool keepdim) {
   const int d = wrap_dim(dim, x.dim(), name);
-  r.values = record(name, r.values, {x}, [in = x.shape(), d, keepdim, si = SavedTensor(r.indices)](const Tensor& g) -> Grads {
-    const Tensor idx = keepdim ? si.get() : ops::unsqueeze(si.get(), d);
-    const Tensor gk = keepdim ? g : bw::unsqueeze(g, d);
+  // The reduced dim is put back unless it is there (keepdim) or there is none (a 0-d x).
+  const bool unsqueeze = !keepdim && x.dim() > 0;
+  r.values = record(name, r.values, {x}, [in = x.shape(), d, unsqueeze, si = SavedTensor(r.indices)](const Tensor& g) -> Grads {
+    const Tensor idx = unsqueeze ? ops::unsqueeze(si.get(), d) : si.get();
+    const Tensor gk = unsqueeze ? bw::unsqueeze(g, d) : g;
     return {bw::scatter_add(in, d, idx, bw::contiguous(gk))};
   });
   return r;
@@ -473,9 +475,10 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return ops::argmax(x
 // d logsumexp / dx = softmax(x).
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
   Tensor out = ops::logsumexp(x, dim, keepdim);
-  return record("logsumexp", out, {x}, [sx = SavedTensor(x), so = SavedTensor(out, SavedTensor::Role::Output), dim, keepdim](const Tensor& g) -> Grads {
+  const bool unsqueeze = !keepdim && x.dim() > 0;  // as for max: a 0-d x has no dim to put back
+  return record("logsumexp", out, {x}, [sx = SavedTensor(x), so = SavedTensor(out, SavedTensor::Role::Output), dim, unsqueeze](const Tensor& g) -> Grads {
     const int d = wrap_dim(dim, sx.get().dim(), "logsumexp");
-    const Tensor o = keepdim ? so.get() : bw::unsqueeze(so.get(), d), gk = keepdim ? g : bw::unsqueeze(g, d);
+    const Tensor o = unsqueeze ? bw::unsqueeze(so.get(), d) : so.get(), gk = unsqueeze ? bw::unsqueeze(g, d) : g;
     return {gk * exp(sx.get() - o)};
   });
 }
@@ -552,7 +555,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
                     if (op_a == MatOp::None && a.dim() > 2 && a.dim() == g.dim() && a.is_contiguous() && g.is_contiguous() &&
                         sb_is_matrix) {
                       // A weight shared by a batch: one GEMM over the folded batch instead of per-item products summed.
-                      const Tensor a2 = bw::reshape(a, Dims{-1, a.size(-1)}), g2 = bw::reshape(g, Dims{-1, g.size(-1)});
+                      const Tensor a2 = bw::reshape(a, fold_to_matrix(a.shape())), g2 = bw::reshape(g, fold_to_matrix(g.shape()));
                       grad_b = undo_op(bw::matmul(a2, g2, MatOp::ConjTranspose, MatOp::None), op_b);
                     } else {
                       auto [ah, flag] = adjoint_of(a, op_a);
@@ -568,7 +571,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return record("index_select", ops::index_select(x, dim, index), {x}, [in = x.shape(), dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
     const Tensor idx = ops::reshape(si.get(), Dims{-1});
-    const Tensor gg = si.get().dim() == 0 ? bw::unsqueeze(g, dim) : g;
+    const Tensor gg = si.get().dim() == 0 && in.size() > 0 ? bw::unsqueeze(g, dim) : g;  // a 0-d index dropped the dim
     return {bw::index_add(zeros(in, g.dtype(), g.device()), dim, idx, bw::contiguous(gg))};
   });
 }
@@ -607,12 +610,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   });
 }
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  PHASOR_CHECK(!tensors.empty(), "stack: expected at least one tensor");
+  const int d = wrap_dim(dim, tensors.front().dim() + 1, "stack");  // a dim of the result
   std::vector<Tensor> parts;
-  for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, dim < 0 ? dim + t.dim() + 1 : dim));
-  return cat(parts, dim < 0 ? dim + tensors.front().dim() + 1 : dim);
+  for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, d));
+  return cat(parts, d);
 }
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
-  const int d = wrap_dim(dim, x.dim(), "split");
+  const int d = wrap_dim_not_0d(dim, x.dim(), "split");
   PHASOR_CHECK(size > 0, "split: size must be positive, got ", size);
   std::vector<Tensor> parts;
   for (int64_t at = 0; at < x.size(d); at += size) parts.push_back(narrow(x, d, at, std::min(size, x.size(d) - at)));
@@ -620,7 +625,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
 }
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   PHASOR_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
-  const int d = wrap_dim(dim, x.dim(), "chunk");
+  const int d = wrap_dim_not_0d(dim, x.dim(), "chunk");
   return split(x, std::max<int64_t>(1, (x.size(d) + chunks - 1) / chunks), d);
 }
 

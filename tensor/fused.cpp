@@ -4,6 +4,7 @@
 #include "tensor/fused.h"
 
 #include <cmath>
+#include <limits>
 
 #include "tensor/backend.h"
 #include "tensor/ops.h"
@@ -86,6 +87,8 @@ CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_
   const Tensor logits = prepared(logits_in, device);
   CrossEntropyResult r{empty({}, logits.dtype(), device), empty({logits.size(0)}, logits.dtype(), device), 0};
   r.count = backend(device).cross_entropy(r, logits, prepared(targets_in, device), ignore_index, mean);
+  // The mean over no counted row (no rows, or every target ignored) is 0/0, as in PyTorch.
+  if (mean && r.count == 0) fill_(r.loss, std::numeric_limits<double>::quiet_NaN());
   return r;
 }
 

@@ -17,6 +17,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   PHASOR_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape ", index.shape());
   const int d = wrap_dim(dim, x.dim(), "index_select");
   const Tensor idx = contiguous(reshape(on_device(index, device), Dims{-1}));
+  // A 0-d x has one row to pick (PyTorch 2 refuses other counts; 1.13 reads uninitialised memory).
+  PHASOR_CHECK(x.dim() > 0 || idx.numel() == 1, "index_select: the index into a 0-d tensor must have one value, got ", idx.numel());
   Dims shape = x.shape();
   if (x.dim()) shape[d] = idx.numel();
   Tensor out = empty(shape, x.dtype(), device);
@@ -30,8 +32,9 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   check_index(index, "index_add");
   const int d = wrap_dim(dim, x.dim(), "index_add");
   const Tensor idx = contiguous(reshape(on_device(index, device), Dims{-1}));
+  PHASOR_CHECK(x.dim() > 0 || idx.numel() == 1, "index_add: the index into a 0-d tensor must have one value, got ", idx.numel());
   Dims expected = x.shape();
-  expected[d] = idx.numel();
+  if (x.dim()) expected[d] = idx.numel();
   PHASOR_CHECK(src.shape() == expected, "index_add: source shape ", src.shape(), " does not match ", expected, " (x ",
                x.shape(), ", ", idx.numel(), " indices along dim ", d, ")");
   Tensor out = clone(x);
@@ -44,6 +47,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index(index, "gather");
   const int d = wrap_dim(dim, x.dim(), "gather");
   PHASOR_CHECK(index.dim() == x.dim(), "gather: index rank ", index.dim(), " differs from input rank ", x.dim());
+  // A 0-d x (dim 0 or -1 is x itself): the kernels address dims, so gather from its 1-d view.
+  if (x.dim() == 0) return reshape(gather(reshape(x, Dims{1}), 0, reshape(index, Dims{1})), Dims{});
   for (int i = 0; i < x.dim(); ++i)
     PHASOR_CHECK(i == d || index.size(i) <= x.size(i), "gather: index shape ", index.shape(), " exceeds input shape ", x.shape(),
                  " at dim ", i);
@@ -57,6 +62,10 @@ Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Te
   check_index(index, "scatter_add");
   const int d = wrap_dim(dim, shape.size(), "scatter_add");
   PHASOR_CHECK(index.shape() == src.shape(), "scatter_add: index shape ", index.shape(), " differs from source shape ", src.shape());
+  PHASOR_CHECK(index.dim() == shape.size(), "scatter_add: index rank ", index.dim(), " differs from output rank ", shape.size());
+  for (int i = 0; i < index.dim(); ++i)
+    PHASOR_CHECK(i == d || index.size(i) <= shape[i], "scatter_add: index shape ", index.shape(), " exceeds output shape ", shape, " at dim ", i);
+  if (shape.empty()) return reshape(scatter_add(Dims{1}, 0, reshape(index, Dims{1}), reshape(src, Dims{1})), Dims{});  // as gather
   Tensor out = zeros(shape, src.dtype(), device);
   backend(device).scatter_add(out, contiguous(src), contiguous(on_device(index, device)), d);
   return out;
@@ -65,6 +74,8 @@ Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Te
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   PHASOR_CHECK(!tensors.empty(), "cat: expected at least one tensor");
   const Tensor& first = tensors.front();
+  for (size_t i = 0; i < tensors.size(); ++i)
+    PHASOR_CHECK(tensors[i].dim() > 0, "cat: zero-dimensional tensor (at position ", i, ") cannot be concatenated");
   const int d = wrap_dim(dim, first.dim(), "cat");
   DType dt = first.dtype();
   int64_t total = 0;
@@ -99,7 +110,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
-  const int d = wrap_dim(dim, x.dim(), "split");
+  const int d = wrap_dim_not_0d(dim, x.dim(), "split");
   PHASOR_CHECK(size > 0, "split: size must be positive, got ", size);
   std::vector<Tensor> parts;
   for (int64_t at = 0; at < x.size(d); at += size) parts.push_back(narrow(x, d, at, std::min(size, x.size(d) - at)));
@@ -108,7 +119,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   PHASOR_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
-  const int d = wrap_dim(dim, x.dim(), "chunk");
+  const int d = wrap_dim_not_0d(dim, x.dim(), "chunk");
   return split(x, std::max<int64_t>(1, (x.size(d) + chunks - 1) / chunks), d);
 }
 

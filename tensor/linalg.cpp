@@ -77,7 +77,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
     Dims out_shape = batch;
     out_shape.push_back(m);
     out_shape.push_back(n);
-    Tensor flat = matmul(reshape(a, Dims{-1, k}), b, MatOp::None, op_b);
+    Tensor flat = matmul(reshape(a, fold_to_matrix(a.shape())), b, MatOp::None, op_b);
     Tensor out = reshape(flat, out_shape);
     return b_vec ? squeeze(out, -1) : out;
   }

@@ -23,10 +23,14 @@ struct ReducePlan {
 ReducePlan plan_reduction(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
   ReducePlan p;
   p.is_reduced.assign(x.dim(), dims.empty());
+  // Dims 0 and -1 of a 0-d tensor name the tensor itself (wrap_dim): reducing
+  // it leaves its one element, so only the duplicate check applies.
+  std::vector<bool> seen(static_cast<size_t>(std::max(x.dim(), 1)), false);
   for (int64_t d : dims) {
     const int w = wrap_dim(d, x.dim(), op);
-    PHASOR_CHECK(!p.is_reduced[w], op, ": dim ", d, " listed twice");
-    p.is_reduced[w] = true;
+    PHASOR_CHECK(!seen[w], op, ": dim ", d, " listed twice");
+    seen[w] = true;
+    if (x.dim()) p.is_reduced[w] = true;
   }
   for (int i = 0; i < x.dim(); ++i) {
     if (p.is_reduced[i]) {
@@ -77,7 +81,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const ReducePlan p = plan_reduction(x, dims, keepdim, "mean");
   PHASOR_CHECK(is_inexact(x.dtype()), "mean: not defined for dtype ", x.dtype());
   Tensor s = sum(x, dims, keepdim);
-  binary_(Binary::Div, s, scalar_tensor(static_cast<double>(std::max<int64_t>(p.reduced, 1)), real_dtype(x.dtype())));
+  // The mean of no elements is 0/0 = NaN, as in PyTorch and NumPy.
+  binary_(Binary::Div, s, scalar_tensor(static_cast<double>(p.reduced), real_dtype(x.dtype())));
   return s;
 }
 

@@ -39,11 +39,14 @@ class Dims {
     data_[size_++] = v;
   }
   void insert(int pos, int64_t v) {
+    PHASOR_CHECK(pos >= 0 && pos <= size_, "Dims::insert: position ", pos, " out of range for ", size_, " dims");
     push_back(0);
     for (int i = size_ - 1; i > pos; --i) data_[i] = data_[i - 1];
     data_[pos] = v;
   }
   void erase(int pos) {
+    // A 0-d shape has no dim to drop (its size would become -1).
+    PHASOR_CHECK(pos >= 0 && pos < size_, "Dims::erase: position ", pos, " out of range for ", size_, " dims");
     for (int i = pos; i + 1 < size_; ++i) data_[i] = data_[i + 1];
     --size_;
   }
@@ -99,10 +102,29 @@ inline Dims contiguous_strides(const Dims& shape) {
 }
 
 // Normalises a possibly negative dim against `ndim`; `op` names the caller.
+// As in PyTorch, a 0-d tensor accepts dim 0 and -1, meaning the tensor itself
+// (a reduction over it reduces its one element): the result is then 0, which
+// is NOT an index into its (empty) shape. Ops that index the shape with it
+// handle ndim == 0 first, or refuse it with wrap_dim_not_0d.
 inline int wrap_dim(int64_t dim, int ndim, const char* op) {
   const int64_t n = std::max(ndim, 1);
   PHASOR_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim, " dims");
   return static_cast<int>(dim < 0 ? dim + n : dim);
+}
+
+// wrap_dim for ops that have no meaning on a 0-d tensor (select, narrow, cat,
+// split: PyTorch's "cannot be applied to a 0-dim tensor").
+inline int wrap_dim_not_0d(int64_t dim, int ndim, const char* op) {
+  PHASOR_CHECK(ndim > 0, op, "() cannot be applied to a 0-dim tensor");
+  return wrap_dim(dim, ndim, op);
+}
+
+// `shape` folded to a matrix [product of the leading dims, last dim]: the
+// explicit form of reshape(t, {-1, k}), which cannot infer -1 when k is 0.
+inline Dims fold_to_matrix(const Dims& shape) {
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+  return Dims{rows, shape.back()};
 }
 
 // NumPy broadcasting of two shapes.

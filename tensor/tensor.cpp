@@ -22,15 +22,21 @@ DType Tensor::dtype() const {
 Device Tensor::device() const { return impl_->storage->device(); }
 const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+// A 0-d tensor has no dim to ask about (wrap_dim would accept 0 and -1 there).
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim_not_0d(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim_not_0d(d, dim(), "stride")]; }
 
 void* Tensor::raw_data() const {
-  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(itemsize(impl_->dtype));
+  char* base = static_cast<char*>(impl_->storage->data());
+  // A view with no elements may sit at any offset (as_strided), even past the
+  // storage or over none (a null data pointer): nothing is read through it.
+  if (impl_->offset == 0 || numel() == 0) return base;
+  return base + impl_->offset * static_cast<int64_t>(itemsize(impl_->dtype));
 }
 
 bool Tensor::is_contiguous() const {
   const Dims& s = shape();
+  if (s.numel() == 0) return true;  // no element is out of place (PyTorch's rule: strides of an empty tensor are free)
   int64_t expected = 1;
   for (int i = s.size() - 1; i >= 0; --i) {
     if (s[i] != 1 && strides()[i] != expected) return false;
@@ -114,7 +120,9 @@ Tensor as_strided(const Tensor& t, const Dims& shape, const Dims& strides, int64
                  "as_strided: view ", shape, " strides ", strides, " offset ", offset, " reaches past the int64 range");
   }
   const auto capacity = static_cast<int64_t>(t.storage()->nbytes() / itemsize(t.dtype()));
-  PHASOR_CHECK(offset >= 0 && (shape.numel() == 0 ? offset <= capacity : last < capacity), "as_strided: view ", shape,
+  // A view with no elements reaches no memory: any offset is valid (as in
+  // PyTorch), e.g. narrow(zeros({0, 4}), 1, 2, 2) or imag of an empty tensor.
+  PHASOR_CHECK(offset >= 0 && (shape.numel() == 0 || last < capacity), "as_strided: view ", shape,
                " strides ", strides, " offset ", offset, " exceeds the storage of ", capacity, " elements");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage();

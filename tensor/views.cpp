@@ -87,14 +87,16 @@ Tensor permute(const Tensor& t, const Dims& order) {
 }
 
 Tensor transpose(const Tensor& t, int64_t d0, int64_t d1) {
+  const int a = wrap_dim(d0, t.dim(), "transpose"), b = wrap_dim(d1, t.dim(), "transpose");
+  if (t.dim() == 0) return t;  // dims 0 and -1 of a 0-d tensor are the tensor itself
   Dims order = Dims::filled(t.dim(), 0);
   for (int i = 0; i < t.dim(); ++i) order[i] = i;
-  std::swap(order[wrap_dim(d0, t.dim(), "transpose")], order[wrap_dim(d1, t.dim(), "transpose")]);
+  std::swap(order[a], order[b]);
   return permute(t, order);
 }
 
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
-  const int d = wrap_dim(dim, t.dim(), "narrow");
+  const int d = wrap_dim_not_0d(dim, t.dim(), "narrow");
   PHASOR_CHECK(start >= 0 && length >= 0 && start + length <= t.size(d), "narrow: range [", start, ", ", start + length,
                ") out of bounds for dim ", d, " of size ", t.size(d), " (shape ", t.shape(), ")");
   Dims shape = t.shape();
@@ -103,7 +105,7 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
-  const int d = wrap_dim(dim, t.dim(), "select");
+  const int d = wrap_dim_not_0d(dim, t.dim(), "select");
   const int64_t n = t.size(d);
   PHASOR_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dim ", d, " of size ", n);
   if (index < 0) index += n;
@@ -134,7 +136,7 @@ Tensor expand(const Tensor& t, const Dims& shape) {
 
 Tensor squeeze(const Tensor& t, int64_t dim) {
   const int d = wrap_dim(dim, t.dim(), "squeeze");
-  if (t.dim() == 0 || t.size(d) != 1) return t;
+  if (t.dim() == 0 || t.size(d) != 1) return t;  // a 0-d tensor stays as it is
   Dims shape = t.shape(), strides = t.strides();
   shape.erase(d);
   strides.erase(d);
@@ -150,8 +152,8 @@ Tensor unsqueeze(const Tensor& t, int64_t dim) {
 }
 
 Tensor flatten(const Tensor& t, int64_t start, int64_t end) {
-  if (t.dim() == 0) return reshape(t, Dims{1});
   const int s = wrap_dim(start, t.dim(), "flatten"), e = wrap_dim(end, t.dim(), "flatten");
+  if (t.dim() == 0) return reshape(t, Dims{1});
   PHASOR_CHECK(s <= e, "flatten: start dim ", start, " after end dim ", end);
   Dims shape;
   for (int i = 0; i < s; ++i) shape.push_back(t.size(i));
