@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole doctest suite under AddressSanitizer (with LeakSanitizer) and
 # UndefinedBehaviorSanitizer, in the sanitizer build (scripts/build_asan.sh:
-# build-asan/, clang, -O1). ASan and LSan reports go to files under
+# build-asan/, clang, -O1), and the Python module's tests (python_tests: the
+# stock interpreter with the ASan runtime preloaded, leak checking off). ASan and LSan reports go to files under
 # build-asan/reports/ (a report in a CLI child process must not hide in a
 # test's captured stderr); the script fails if a test fails or if any report
 # was written. UBSan halts the process on its first report: a test fails, and a

@@ -50,7 +50,11 @@ def text_file(run_dir):
 @pytest.fixture(scope="session")
 def run_cli(cli):
     """run_cli(*args): (exit status, stdout, stderr) of `phasor ARGS`."""
+    # The sanitizer run (scripts/python_sanitize.sh) preloads the shared ASan
+    # runtime into the interpreter; the CLI carries its own, and refuses a second.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
     def run(*args):
-        done = subprocess.run([cli, *map(str, args)], capture_output=True, text=True, check=False)
+        done = subprocess.run([cli, *map(str, args)], capture_output=True, text=True, check=False, env=env)
         return done.returncode, done.stdout, done.stderr
     return run
