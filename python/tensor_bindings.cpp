@@ -205,8 +205,9 @@ into values a graph has saved (including via t.detach().numpy()).)");
 
   // Arithmetic with tensors, arrays and numbers, both ways round.
   const std::pair<const char*, Binary> arithmetic[] = {{"add", &add}, {"sub", &sub}, {"mul", &mul}, {"truediv", &div}};
-  for (const auto& [name, fn] : arithmetic) {
+  for (const auto& [name, op] : arithmetic) {
     const std::string n = name;
+    const Binary fn = op;  // a lambda cannot capture a structured binding before clang 16
     tensor.def(("__" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, py::is_operator());
     tensor.def(("__r" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(operand(b, a), a); }, py::is_operator());
   }
@@ -228,8 +229,10 @@ into values a graph has saved (including via t.detach().numpy()).)");
   const std::pair<const char*, Binary> binary[] = {{"add", &add},         {"sub", &sub},         {"mul", &mul},
                                                    {"div", &div},         {"maximum", &maximum}, {"minimum", &minimum},
                                                    {"atan2", &atan2},     {"complex", &complex}, {"polar", &polar}};
-  for (const auto& [name, fn] : binary)
+  for (const auto& [name, op] : binary) {
+    const Binary fn = op;
     m.def(name, [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, "a"_a, "b"_a);
+  }
   m.def("pow", [](const Tensor& a, double e) { return pow(a, e); }, "x"_a, "exponent"_a);
   m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, "a"_a, "b"_a);
 
