@@ -571,8 +571,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return record("index_select", ops::index_select(x, dim, index), {x}, [in = x.shape(), dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
     const Tensor idx = ops::reshape(si.get(), Dims{-1});
-    const Tensor gg = si.get().dim() == 0 && in.size() > 0 ? bw::unsqueeze(g, dim) : g;  // a 0-d index dropped the dim
-    return {bw::index_add(zeros(in, g.dtype(), g.device()), dim, idx, bw::contiguous(gg))};
+    return {bw::index_add(zeros(in, g.dtype(), g.device()), dim, idx, bw::contiguous(g))};
   });
 }
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
@@ -597,12 +596,17 @@ Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Te
   });
 }
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  std::vector<int64_t> sizes;
-  for (const Tensor& t : tensors) sizes.push_back(t.dim() ? t.size(dim) : 0);
-  return record("cat", ops::cat(tensors, dim), tensors, [sizes, dim](const Tensor& g) -> Grads {
+  Tensor out = ops::cat(tensors, dim);
+  std::vector<int64_t> sizes;  // -1: left out by cat (its gradient is empty)
+  for (const Tensor& t : tensors) sizes.push_back(ops::skipped_by_cat(t) ? -1 : t.size(dim));
+  return record("cat", out, tensors, [sizes, dim](const Tensor& g) -> Grads {
     Grads grads;
     int64_t at = 0;
     for (int64_t n : sizes) {
+      if (n < 0) {
+        grads.push_back(zeros(Dims{0}, g.dtype(), g.device()));
+        continue;
+      }
       grads.push_back(bw::narrow(g, dim, at, n));
       at += n;
     }
@@ -621,11 +625,13 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   PHASOR_CHECK(size > 0, "split: size must be positive, got ", size);
   std::vector<Tensor> parts;
   for (int64_t at = 0; at < x.size(d); at += size) parts.push_back(narrow(x, d, at, std::min(size, x.size(d) - at)));
+  if (parts.empty()) parts.push_back(narrow(x, d, 0, 0));  // an empty dim splits into one empty piece (as PyTorch)
   return parts;
 }
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   PHASOR_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
   const int d = wrap_dim_not_0d(dim, x.dim(), "chunk");
+  if (x.size(d) == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), narrow(x, d, 0, 0));  // as PyTorch
   return split(x, std::max<int64_t>(1, (x.size(d) + chunks - 1) / chunks), d);
 }
 

@@ -23,8 +23,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (x.dim()) shape[d] = idx.numel();
   Tensor out = empty(shape, x.dtype(), device);
   backend(device).index_select(out, contiguous(x), idx, d);
-  if (index.dim() == 0) return squeeze(out, d);
-  return out;
+  return out;  // a 0-d index keeps the dim, with size 1 (as PyTorch)
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -71,13 +70,22 @@ Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Te
   return out;
 }
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  PHASOR_CHECK(!tensors.empty(), "cat: expected at least one tensor");
+bool skipped_by_cat(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+
+Tensor cat(const std::vector<Tensor>& all, int64_t dim) {
+  PHASOR_CHECK(!all.empty(), "cat: expected at least one tensor");
+  for (size_t i = 0; i < all.size(); ++i)
+    PHASOR_CHECK(all[i].dim() > 0, "cat: zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+  // PyTorch's rule for 1-d empty tensors: they join any shape, along any dim, as nothing.
+  std::vector<Tensor> tensors;
+  DType dt = all.front().dtype();
+  for (const Tensor& t : all) {
+    dt = promote(dt, t.dtype());
+    if (!skipped_by_cat(t)) tensors.push_back(t);
+  }
+  if (tensors.empty()) return empty(Dims{0}, dt, all.front().device());
   const Tensor& first = tensors.front();
-  for (size_t i = 0; i < tensors.size(); ++i)
-    PHASOR_CHECK(tensors[i].dim() > 0, "cat: zero-dimensional tensor (at position ", i, ") cannot be concatenated");
   const int d = wrap_dim(dim, first.dim(), "cat");
-  DType dt = first.dtype();
   int64_t total = 0;
   for (const Tensor& t : tensors) {
     PHASOR_CHECK(t.dim() == first.dim(), "cat: tensors have different ranks (", first.shape(), " and ", t.shape(), ")");
@@ -114,12 +122,14 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   PHASOR_CHECK(size > 0, "split: size must be positive, got ", size);
   std::vector<Tensor> parts;
   for (int64_t at = 0; at < x.size(d); at += size) parts.push_back(narrow(x, d, at, std::min(size, x.size(d) - at)));
+  if (parts.empty()) parts.push_back(x);  // an empty dim splits into one empty piece (as PyTorch)
   return parts;
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   PHASOR_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
   const int d = wrap_dim_not_0d(dim, x.dim(), "chunk");
+  if (x.size(d) == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), x);  // `chunks` empty pieces (as PyTorch)
   return split(x, std::max<int64_t>(1, (x.size(d) + chunks - 1) / chunks), d);
 }
 

@@ -101,6 +101,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, c128 value);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+bool skipped_by_cat(const Tensor& t);  // a 1-d empty tensor: cat leaves it out whatever the shapes and dim
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
