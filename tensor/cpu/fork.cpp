@@ -16,7 +16,11 @@ void single_threaded_child() {
 }  // namespace
 
 void install_fork_handler() {
-  static const int registered = pthread_atfork(nullptr, nullptr, single_threaded_child);
+  // glibc runs child handlers in registration order. Starting the OpenMP
+  // runtime first lets its own handler (LLVM's libomp registers one when it
+  // initialises) reset its locks before ours calls into it; registered
+  // before, ours deadlocks inside libomp in the child.
+  static const int registered = (omp_get_max_threads(), pthread_atfork(nullptr, nullptr, single_threaded_child));
   PHASOR_CHECK(registered == 0, "cannot register the fork handler (pthread_atfork: error ", registered, ")");
 }
 
