@@ -202,7 +202,7 @@ template <class T, int DP>
 __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const Attn<T> a, int64_t tiles) {
   using C = FwdTile<T, DP>;
   constexpr int TM = C::TM, TN = C::TN, TD = C::TD, VEC = C::VEC, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
-  extern __shared__ __align__(16) unsigned char attn_smem[];
+  PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qs = reinterpret_cast<T*>(attn_smem);
   T* ks = qs + BQ * LD;
   T* vs = ks + BK * LD;
@@ -347,7 +347,7 @@ template <class T, int DP>
 __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn<T> a) {
   using C = DkvTile<T, DP>;
   constexpr int TK = C::TK, TQ = C::TQ, TD = C::TD, VEC = C::VEC, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
-  extern __shared__ __align__(16) unsigned char attn_smem[];
+  PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* ks = reinterpret_cast<T*>(attn_smem);
   T* vs = ks + BK * LD;
   T* qs = vs + BK * LD;
@@ -449,7 +449,7 @@ template <class T, int DP>
 __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T> a, int64_t tiles) {
   using C = DqTile<T, DP>;
   constexpr int TM = C::TM, TN = C::TN, TD = C::TD, VEC = C::VEC, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
-  extern __shared__ __align__(16) unsigned char attn_smem[];
+  PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qs = reinterpret_cast<T*>(attn_smem);
   T* gs = qs + BQ * LD;
   T* ks = gs + BQ * LD;
@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
 
 template <class T>
 __global__ void attention_forward_simple_kernel(const Attn<T> a) {
-  extern __shared__ __align__(16) unsigned char attn_smem[];
+  PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qrow = reinterpret_cast<T*>(attn_smem);  // [d]
   T* acc = qrow + a.d;                         // [d]
   T* ps = acc + a.d;                           // [kSimpleThreads]
@@ -583,7 +583,7 @@ __global__ void attention_forward_simple_kernel(const Attn<T> a) {
 
 template <class T>
 __global__ void attention_dq_simple_kernel(const Attn<T> a) {
-  extern __shared__ __align__(16) unsigned char attn_smem[];
+  PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qrow = reinterpret_cast<T*>(attn_smem);  // [d]
   T* grow = qrow + a.d;                        // [d]
   T* acc = grow + a.d;                         // [d]
@@ -628,7 +628,7 @@ __global__ void attention_dq_simple_kernel(const Attn<T> a) {
 
 template <class T>
 __global__ void attention_dkdv_simple_kernel(const Attn<T> a) {
-  extern __shared__ __align__(16) unsigned char attn_smem[];
+  PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* krow = reinterpret_cast<T*>(attn_smem);  // [d]
   T* vrow = krow + a.d;                        // [d]
   T* acck = vrow + a.d;                        // [d]
@@ -726,7 +726,7 @@ bool forward_tiled(const Attn<T>& a) {
   static const bool fits = allow_shared(attention_forward_kernel<T, DP>, C::smem);
   if (!fits) return false;
   const int64_t tiles = (a.nq + C::BQ - 1) / C::BQ;
-  attention_forward_kernel<T, DP><<<blocks_of(tiles * a.b * a.h, "forward"), kAttnThreads, C::smem, stream()>>>(a, tiles);
+  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "forward"), kAttnThreads, C::smem, stream(), attention_forward_kernel<T, DP>)(a, tiles);
   check_launch("attention_forward");
   return true;
 }
@@ -737,7 +737,7 @@ bool dkdv_tiled(const Attn<T>& a) {
   static const bool fits = allow_shared(attention_dkdv_kernel<T, DP>, C::smem);
   if (!fits) return false;
   const int64_t tiles = (a.nk + C::BK - 1) / C::BK;
-  attention_dkdv_kernel<T, DP><<<blocks_of(tiles * a.b * a.h, "dk/dv"), kAttnThreads, C::smem, stream()>>>(a);
+  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "dk/dv"), kAttnThreads, C::smem, stream(), attention_dkdv_kernel<T, DP>)(a);
   check_launch("attention_backward (dk, dv)");
   return true;
 }
@@ -748,7 +748,7 @@ bool dq_tiled(const Attn<T>& a) {
   static const bool fits = allow_shared(attention_dq_kernel<T, DP>, C::smem);
   if (!fits) return false;
   const int64_t tiles = (a.nq + C::BQ - 1) / C::BQ;
-  attention_dq_kernel<T, DP><<<blocks_of(tiles * a.b * a.h, "dq"), kAttnThreads, C::smem, stream()>>>(a, tiles);
+  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "dq"), kAttnThreads, C::smem, stream(), attention_dq_kernel<T, DP>)(a, tiles);
   check_launch("attention_backward (dq)");
   return true;
 }
@@ -789,8 +789,7 @@ void launch_attention_forward(DType t, const AttentionArgs& args, void* out, voi
     a.lse_out = static_cast<T*>(logsumexp);
     if (with_width(args.d, [&]<int DP>() { return forward_tiled<T, DP>(a); })) return;
     const size_t shared = simple_shared<T>(attention_forward_simple_kernel<T>, args.d, 2, 1);
-    attention_forward_simple_kernel<T>
-        <<<blocks_of(args.b * args.h * args.nq, "forward"), kSimpleThreads, shared, stream()>>>(a);
+    PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nq, "forward"), kSimpleThreads, shared, stream(), attention_forward_simple_kernel<T>)(a);
     check_launch("attention_forward (any head width)");
   });
 }
@@ -811,19 +810,19 @@ void launch_attention_backward(DType t, const AttentionArgs& args, const Attenti
     a.delta = delta.as<T>();
     if (rows > 0) {
       constexpr int warps = kThreads / 32;
-      attention_delta_kernel<T><<<blocks_of((rows + warps - 1) / warps, "delta"), kThreads, 0, stream()>>>(a, delta.as<T>());
+      PHASOR_LAUNCH(blocks_of((rows + warps - 1) / warps, "delta"), kThreads, 0, stream(), attention_delta_kernel<T>)(a, delta.as<T>());
       check_launch("attention_backward (delta)");
     }
     // dK, dV for every key (zeros for keys no query sees, all of them when Nq = 0).
     if (!with_width(args.d, [&]<int DP>() { return dkdv_tiled<T, DP>(a); })) {
       const size_t shared = simple_shared<T>(attention_dkdv_simple_kernel<T>, args.d, 4, 2);
-      attention_dkdv_simple_kernel<T><<<blocks_of(args.b * args.h * args.nk, "dk/dv"), kSimpleThreads, shared, stream()>>>(a);
+      PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nk, "dk/dv"), kSimpleThreads, shared, stream(), attention_dkdv_simple_kernel<T>)(a);
       check_launch("attention_backward (dk, dv, any head width)");
     }
     if (rows == 0) return;
     if (!with_width(args.d, [&]<int DP>() { return dq_tiled<T, DP>(a); })) {
       const size_t shared = simple_shared<T>(attention_dq_simple_kernel<T>, args.d, 3, 1);
-      attention_dq_simple_kernel<T><<<blocks_of(rows, "dq"), kSimpleThreads, shared, stream()>>>(a);
+      PHASOR_LAUNCH(blocks_of(rows, "dq"), kSimpleThreads, shared, stream(), attention_dq_simple_kernel<T>)(a);
       check_launch("attention_backward (dq, any head width)");
     }
   });

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 #include "cuda/runtime.h"
 
 namespace phasor::gpu {
@@ -85,7 +86,7 @@ struct MaxOp {
 // The reduction of v over the block, returned to every thread.
 template <class T, class Op>
 __device__ T block_reduce(T v, Op op, T identity) {
-  __shared__ alignas(16) unsigned char raw[32 * sizeof(cplx<double>)];
+  __shared__ __align__(16) unsigned char raw[32 * sizeof(cplx<double>)];
   T* s = reinterpret_cast<T*>(raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   for (int o = 16; o > 0; o >>= 1) v = op(v, shfl_down(v, o));
@@ -104,6 +105,14 @@ __device__ T block_reduce(T v, Op op, T identity) {
 template <class T>
 __device__ T block_sum(T v) {
   return block_reduce(v, SumOp{}, T(0));
+}
+
+// The grid of a kernel launched with one block per row: CUDA's grid holds at
+// most 2^31 - 1 blocks in x, and a wider count cast to unsigned would launch a
+// fraction of the rows without an error.
+inline unsigned row_grid(int64_t rows, const char* op) {
+  if (rows > 0x7fffffff) fail(op, ": ", rows, " rows exceed CUDA's grid limit of 2147483647 blocks (one block a row)");
+  return static_cast<unsigned>(rows);
 }
 
 // Threads per block for a row of n elements: a multiple of 32, at most 1024.

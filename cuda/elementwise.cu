@@ -46,7 +46,7 @@ __global__ void map_kernel(Strided<N> g, F f) {
 template <int N, class F>
 void run(const Strided<N>& g, F f, const char* name) {
   if (g.numel == 0) return;
-  map_kernel<N, F><<<grid_for(g.numel), kThreads, 0, stream()>>>(g, f);
+  PHASOR_LAUNCH(grid_for(g.numel), kThreads, 0, stream(), map_kernel<N, F>)(g, f);
   check_launch(name);
 }
 
@@ -234,7 +234,7 @@ void launch_adamw(DType t, void* param, const void* grad, void* exp_avg, void* e
     const scalar::AdamWConstants<T> c{static_cast<T>(1.0 - lr * weight_decay), static_cast<T>(beta1),       static_cast<T>(beta2),
                                       static_cast<T>(1.0 - beta1),             static_cast<T>(1.0 - beta2), static_cast<T>(eps),
                                       static_cast<T>(bias_correction2_sqrt),   static_cast<T>(lr / bias_correction1)};
-    adamw_kernel<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
+    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), adamw_kernel<T>)(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
                                                             static_cast<T*>(exp_avg_sq), n, c);
     check_launch("adamw_step_");
   });

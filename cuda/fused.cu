@@ -211,7 +211,7 @@ __global__ void cmha_kernel(const cplx<R>* z, cplx<R>* out, CmhaParamsDev<R> a, 
 template <class R>
 __global__ void cmha_backward_kernel(const cplx<R>* grad, const cplx<R>* z, cplx<R>* dz, CmhaParamsDev<R> a, int64_t positions,
                                      int64_t per_chunk, double* partial) {
-  extern __shared__ double shared[];
+  PHASOR_EXTERN_SHARED(double, shared);
   const int64_t hp = a.h * a.p;
   const int64_t slot = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   double acc_delta = 0, acc_bias = 0, acc_beta = 0;
@@ -347,7 +347,7 @@ CmhaParamsDev<R> device_params(const CmhaArgs& a, const Frequencies& w) {
 void launch_rms_norm(DType t, const void* x, const void* w, void* y, void* inv_rms, int64_t rows, int64_t d, double eps) {
   if (rows == 0) return;
   dispatch_real(t, "rms_norm", [&]<class T>() {
-    rms_norm_kernel<T><<<static_cast<unsigned>(rows), row_threads(d), 0, stream()>>>(
+    PHASOR_LAUNCH(row_grid(rows, "rms_norm"), row_threads(d), 0, stream(), rms_norm_kernel<T>)(
         static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), static_cast<T*>(inv_rms), d, eps);
     check_launch("rms_norm");
   });
@@ -357,7 +357,7 @@ void launch_rms_norm_backward(DType t, const void* g, const void* x, const void*
                               int64_t d) {
   dispatch_real(t, "rms_norm_backward", [&]<class T>() {
     if (rows > 0) {
-      rms_norm_dx_kernel<T><<<static_cast<unsigned>(rows), row_threads(d), 0, stream()>>>(
+      PHASOR_LAUNCH(row_grid(rows, "rms_norm_backward"), row_threads(d), 0, stream(), rms_norm_dx_kernel<T>)(
           static_cast<const T*>(g), static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(inv_rms), static_cast<T*>(dx), d);
       check_launch("rms_norm_backward");
     }
@@ -366,10 +366,10 @@ void launch_rms_norm_backward(DType t, const void* g, const void* x, const void*
     const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rows / 16, (4 * multiprocessors() + col_blocks - 1) / col_blocks));
     const int64_t chunk = std::max<int64_t>(1, (rows + chunks - 1) / chunks);
     Buffer partial(static_cast<size_t>(chunks * d) * sizeof(double));
-    rms_norm_dw_kernel<T><<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), 128, 0, stream()>>>(
+    PHASOR_LAUNCH(dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), 128, 0, stream(), rms_norm_dw_kernel<T>)(
         static_cast<const T*>(g), static_cast<const T*>(x), static_cast<const T*>(inv_rms), partial.as<double>(), rows, d, chunk);
     check_launch("rms_norm_backward");
-    finish_columns_kernel<T><<<static_cast<unsigned>(col_blocks), 128, 0, stream()>>>(partial.as<double>(), static_cast<T*>(dw), d, chunks);
+    PHASOR_LAUNCH(static_cast<unsigned>(col_blocks), 128, 0, stream(), finish_columns_kernel<T>)(partial.as<double>(), static_cast<T*>(dw), d, chunks);
     check_launch("rms_norm_backward");
   });
 }
@@ -379,11 +379,11 @@ void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, v
   dispatch_real(t, "cross_entropy", [&]<class T>() {
     Buffer row_loss(static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(double));
     if (rows > 0) {
-      cross_entropy_kernel<T><<<static_cast<unsigned>(rows), row_threads(v), 0, stream()>>>(
+      PHASOR_LAUNCH(row_grid(rows, "cross_entropy"), row_threads(v), 0, stream(), cross_entropy_kernel<T>)(
           static_cast<const T*>(logits), targets, static_cast<T*>(lse), row_loss.as<double>(), v, ignore_index);
       check_launch("cross_entropy");
     }
-    sum_loss_kernel<T><<<1, 1024, 0, stream()>>>(row_loss.as<double>(), rows, denom, static_cast<T*>(loss));
+    PHASOR_LAUNCH(1, 1024, 0, stream(), sum_loss_kernel<T>)(row_loss.as<double>(), rows, denom, static_cast<T*>(loss));
     check_launch("cross_entropy");
   });
 }
@@ -392,7 +392,7 @@ void launch_cross_entropy_backward(DType t, const void* logits, const int64_t* t
                                    int64_t ignore_index, double g) {
   if (rows * v == 0) return;
   dispatch_real(t, "cross_entropy_backward", [&]<class T>() {
-    cross_entropy_backward_kernel<T><<<grid_for(rows * v), kThreads, 0, stream()>>>(
+    PHASOR_LAUNCH(grid_for(rows * v), kThreads, 0, stream(), cross_entropy_backward_kernel<T>)(
         static_cast<const T*>(logits), targets, static_cast<const T*>(lse), static_cast<T*>(d), rows, v, ignore_index, static_cast<T>(g));
     check_launch("cross_entropy_backward");
   });
@@ -401,7 +401,7 @@ void launch_cross_entropy_backward(DType t, const void* logits, const int64_t* t
 void launch_swiglu(DType t, const void* gate, const void* up, void* out, int64_t n) {
   if (n == 0) return;
   dispatch_real(t, "swiglu", [&]<class T>() {
-    swiglu_kernel<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), swiglu_kernel<T>)(static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
     check_launch("swiglu");
   });
 }
@@ -409,7 +409,7 @@ void launch_swiglu(DType t, const void* gate, const void* up, void* out, int64_t
 void launch_swiglu_backward(DType t, const void* grad, const void* gate, const void* up, void* dgate, void* dup, int64_t n) {
   if (n == 0) return;
   dispatch_real(t, "swiglu_backward", [&]<class T>() {
-    swiglu_backward_kernel<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<const T*>(grad), static_cast<const T*>(gate),
+    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), swiglu_backward_kernel<T>)(static_cast<const T*>(grad), static_cast<const T*>(gate),
                                                                       static_cast<const T*>(up), static_cast<T*>(dgate),
                                                                       static_cast<T*>(dup), n);
     check_launch("swiglu_backward");
@@ -422,7 +422,7 @@ void launch_rotate(DType t, const void* z, const void* table, void* out, int64_t
   const SlotGrid g = slot_grid(positions, hp);
   dispatch_cplx(t, "rotate", [&]<class C>() {
     using R = real_t<C>;
-    rotate_kernel<R><<<g.grid, g.block, 0, stream()>>>(static_cast<const C*>(z), static_cast<const C*>(table), static_cast<C*>(out), positions,
+    PHASOR_LAUNCH(g.grid, g.block, 0, stream(), rotate_kernel<R>)(static_cast<const C*>(z), static_cast<const C*>(table), static_cast<C*>(out), positions,
                                                        n, static_cast<int>(hp), static_cast<int>(p), conj);
     check_launch("rotate");
   });
@@ -435,7 +435,7 @@ void launch_cmha_rotate(DType t, const void* z, void* out, const CmhaArgs& a) {
   const SlotGrid g = slot_grid(positions, hp);
   dispatch_cplx(t, "cmha_rotate", [&]<class C>() {
     using R = real_t<C>;
-    cmha_kernel<R><<<g.grid, g.block, 0, stream()>>>(static_cast<const C*>(z), static_cast<C*>(out), device_params<R>(a, w), positions);
+    PHASOR_LAUNCH(g.grid, g.block, 0, stream(), cmha_kernel<R>)(static_cast<const C*>(z), static_cast<C*>(out), device_params<R>(a, w), positions);
     check_launch("cmha_rotate");
   });
 }
@@ -458,14 +458,14 @@ void launch_cmha_rotate_backward(DType t, const void* grad, const void* z, void*
   dispatch_cplx(t, "cmha_rotate_backward", [&]<class C>() {
     using R = real_t<C>;
     const size_t shared = static_cast<size_t>(3 * bx * by) * sizeof(double);
-    cmha_backward_kernel<R><<<dim3(static_cast<unsigned>(slot_blocks), static_cast<unsigned>(chunks)), dim3(bx, by), shared, stream()>>>(
+    PHASOR_LAUNCH(dim3(static_cast<unsigned>(slot_blocks), static_cast<unsigned>(chunks)), dim3(bx, by), shared, stream(), cmha_backward_kernel<R>)(
         static_cast<const C*>(grad), static_cast<const C*>(z), static_cast<C*>(dz), device_params<R>(a, w), positions, per_chunk,
         partial.as<double>());
     check_launch("cmha_rotate_backward");
-    cmha_finish_kernel<R><<<static_cast<unsigned>((hp + 127) / 128), 128, 0, stream()>>>(partial.as<double>(), chunks, hp, static_cast<R*>(ddelta),
+    PHASOR_LAUNCH(static_cast<unsigned>((hp + 127) / 128), 128, 0, stream(), cmha_finish_kernel<R>)(partial.as<double>(), chunks, hp, static_cast<R*>(ddelta),
                                                                                         static_cast<R*>(dbias));
     check_launch("cmha_rotate_backward");
-    cmha_finish_beta_kernel<R><<<static_cast<unsigned>(a.h), 256, 0, stream()>>>(partial.as<double>(), chunks, hp, a.p, static_cast<R*>(dbeta));
+    PHASOR_LAUNCH(static_cast<unsigned>(a.h), 256, 0, stream(), cmha_finish_beta_kernel<R>)(partial.as<double>(), chunks, hp, a.p, static_cast<R*>(dbeta));
     check_launch("cmha_rotate_backward");
   });
 }
@@ -475,7 +475,7 @@ void launch_attention_softmax(DType t, const void* scores, const void* slopes, v
   const int64_t rows = bh * nq;
   if (rows == 0 || nk == 0) return;
   dispatch_real(t, "attention_softmax", [&]<class T>() {
-    attention_softmax_kernel<T><<<static_cast<unsigned>(rows), row_threads(nk), 0, stream()>>>(
+    PHASOR_LAUNCH(row_grid(rows, "attention_softmax"), row_threads(nk), 0, stream(), attention_softmax_kernel<T>)(
         static_cast<const T*>(scores), static_cast<const T*>(slopes), static_cast<T*>(probs), h, nq, nk, static_cast<T>(scale), offset);
     check_launch("attention_softmax");
   });
@@ -484,7 +484,7 @@ void launch_attention_softmax(DType t, const void* scores, const void* slopes, v
 void launch_attention_softmax_backward(DType t, const void* grad, const void* probs, void* d, int64_t rows, int64_t nk, double scale) {
   if (rows == 0 || nk == 0) return;
   dispatch_real(t, "attention_softmax_backward", [&]<class T>() {
-    attention_softmax_backward_kernel<T><<<static_cast<unsigned>(rows), row_threads(nk), 0, stream()>>>(
+    PHASOR_LAUNCH(row_grid(rows, "attention_softmax_backward"), row_threads(nk), 0, stream(), attention_softmax_backward_kernel<T>)(
         static_cast<const T*>(grad), static_cast<const T*>(probs), static_cast<T*>(d), nk, static_cast<T>(scale));
     check_launch("attention_softmax_backward");
   });

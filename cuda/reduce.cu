@@ -89,7 +89,7 @@ __device__ inline Best<T> shfl_best(Best<T> v, int o) {
 
 template <class T>
 __global__ void extreme_kernel(const T* x, T* values, int64_t* indices, int64_t n, bool want_max) {
-  __shared__ alignas(16) unsigned char raw[32 * sizeof(Best<double>)];
+  __shared__ __align__(16) unsigned char raw[32 * sizeof(Best<double>)];
   Best<T>* s = reinterpret_cast<Best<T>*>(raw);
   const int64_t row = blockIdx.x;
   const T* r = x + row * n;
@@ -222,10 +222,10 @@ void launch_sum_rows(DType t, const void* x, void* out, int64_t rows, int64_t n)
       const int64_t chunks = std::max<int64_t>(want, 1), chunk = (n + chunks - 1) / chunks;
       Buffer partial(static_cast<size_t>(rows * chunks) * sizeof(A));
       const int threads = row_threads(chunk);
-      sum_rows_kernel<T, A><<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), threads, 0, stream()>>>(
+      PHASOR_LAUNCH(dim3(row_grid(rows, "sum"), static_cast<unsigned>(chunks)), threads, 0, stream(), sum_rows_kernel<T, A>)(
           static_cast<const T*>(x), partial.as<A>(), n, chunk);
       check_launch("sum");
-      finish_rows_kernel<A, T><<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream()>>>(partial.as<A>(), static_cast<T*>(out),
+      PHASOR_LAUNCH(static_cast<unsigned>((rows + 255) / 256), 256, 0, stream(), finish_rows_kernel<A, T>)(partial.as<A>(), static_cast<T*>(out),
                                                                                                  rows, chunks);
       check_launch("sum");
     }
@@ -242,10 +242,10 @@ void launch_sum_columns(DType t, const void* x, void* out, int64_t reduced, int6
       const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(reduced / 32, (target + col_blocks - 1) / col_blocks));
       const int64_t chunk = (reduced + chunks - 1) / chunks;
       Buffer partial(static_cast<size_t>(std::max<int64_t>(chunks * cols, 1)) * sizeof(A));
-      sum_columns_kernel<T, A><<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), 256, 0, stream()>>>(
+      PHASOR_LAUNCH(dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), 256, 0, stream(), sum_columns_kernel<T, A>)(
           static_cast<const T*>(x), partial.as<A>(), reduced, cols, chunk);
       check_launch("sum");
-      finish_columns_kernel<A, T><<<static_cast<unsigned>(col_blocks), 256, 0, stream()>>>(partial.as<A>(), static_cast<T*>(out), cols,
+      PHASOR_LAUNCH(static_cast<unsigned>(col_blocks), 256, 0, stream(), finish_columns_kernel<A, T>)(partial.as<A>(), static_cast<T*>(out), cols,
                                                                                            chunks);
       check_launch("sum");
     }
@@ -256,7 +256,7 @@ void launch_extreme(DType t, bool want_max, const void* x, void* values, int64_t
   if (rows == 0) return;
   dispatch_dev(t, want_max ? "max" : "min", [&]<class T>() {
     if constexpr (!is_cplx_v<T>) {
-      extreme_kernel<T><<<static_cast<unsigned>(rows), row_threads(n), 0, stream()>>>(static_cast<const T*>(x), static_cast<T*>(values),
+      PHASOR_LAUNCH(row_grid(rows, want_max ? "max" : "min"), row_threads(n), 0, stream(), extreme_kernel<T>)(static_cast<const T*>(x), static_cast<T*>(values),
                                                                                      indices, n, want_max);
       check_launch(want_max ? "max" : "min");
     }
@@ -266,7 +266,7 @@ void launch_extreme(DType t, bool want_max, const void* x, void* values, int64_t
 void launch_row_softmax(DType t, RowOp op, const void* x, void* out, int64_t rows, int64_t n) {
   if (rows == 0 || n == 0) return;
   dispatch_real(t, "softmax", [&]<class T>() {
-    row_softmax_kernel<T><<<static_cast<unsigned>(rows), row_threads(n), 0, stream()>>>(static_cast<const T*>(x), static_cast<T*>(out), n, op);
+    PHASOR_LAUNCH(row_grid(rows, "softmax"), row_threads(n), 0, stream(), row_softmax_kernel<T>)(static_cast<const T*>(x), static_cast<T*>(out), n, op);
     check_launch("softmax");
   });
 }
@@ -277,7 +277,7 @@ bool all_finite(DType real, const void* x, int64_t n) {
   const int one = 1;
   copy_to_device(flag.get(), &one, sizeof one);
   dispatch_real(real, "all_finite", [&]<class T>() {
-    finite_kernel<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<const T*>(x), n, flag.as<int>());
+    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), finite_kernel<T>)(static_cast<const T*>(x), n, flag.as<int>());
     check_launch("all_finite");
   });
   int ok = 0;
@@ -292,7 +292,7 @@ void launch_index_select(const void* x, const int64_t* index, void* out, int64_t
   const int64_t width = fits(16) ? 16 : fits(8) ? 8 : fits(4) ? 4 : 1;
   by_width(width, [&]<class W>() {
     const int64_t row = row_bytes / width;
-    index_select_kernel<W><<<grid_for(outer * count * row), kThreads, 0, stream()>>>(static_cast<const W*>(x), index, static_cast<W*>(out),
+    PHASOR_LAUNCH(grid_for(outer * count * row), kThreads, 0, stream(), index_select_kernel<W>)(static_cast<const W*>(x), index, static_cast<W*>(out),
                                                                                     outer, n, count, row);
     check_launch("index_select");
   });
@@ -303,7 +303,7 @@ void launch_segment_add(DType t, void* out, const void* src, const int64_t* targ
   if (outer * segments * inner == 0) return;
   dispatch_dev(t, "index_add", [&]<class T>() {
     if constexpr (summable<T>) {
-      segment_add_kernel<T><<<grid_for(outer * segments * inner), kThreads, 0, stream()>>>(
+      PHASOR_LAUNCH(grid_for(outer * segments * inner), kThreads, 0, stream(), segment_add_kernel<T>)(
           static_cast<T*>(out), static_cast<const T*>(src), target, start, list, segments, outer, inner, out_rows, src_rows);
       check_launch("index_add");
     }
@@ -319,7 +319,7 @@ void launch_gather(int64_t item_bytes, const void* x, const int64_t* index, void
     g.strides[d] = x_strides[d];
   }
   by_width(item_bytes, [&]<class W>() {
-    gather_kernel<W><<<grid_for(numel), kThreads, 0, stream()>>>(static_cast<const W*>(x), index, static_cast<W*>(out), g, numel);
+    PHASOR_LAUNCH(grid_for(numel), kThreads, 0, stream(), gather_kernel<W>)(static_cast<const W*>(x), index, static_cast<W*>(out), g, numel);
     check_launch("gather");
   });
 }

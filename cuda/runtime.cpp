@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -25,9 +27,22 @@ void check(cudaError_t status, const char* what) {
   fail("cuda: ", what, " failed: ", cudaGetErrorString(status), " (", cudaGetErrorName(status), ")");
 }
 
+// A fault inside a kernel surfaces at a later synchronisation, naming no
+// kernel. PHASOR_CUDA_CHECK_KERNELS=1 makes every launch wait for its kernel
+// and name it (the simulator's faults name their kernel either way).
 void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) fail("cuda: launching ", kernel, " failed: ", cudaGetErrorString(status));
+  static const bool wait = [] {
+    const char* v = std::getenv("PHASOR_CUDA_CHECK_KERNELS");
+    return v && v[0] == '1';
+  }();
+  if (!wait) return;
+  const cudaError_t done = cudaStreamSynchronize(stream());
+  if (done != cudaSuccess) {
+    cudaGetLastError();
+    fail("cuda: kernel ", kernel, " failed: ", cudaGetErrorString(done), " (", cudaGetErrorName(done), ")");
+  }
 }
 
 namespace {
@@ -148,11 +163,16 @@ class CachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.allocations;
     auto it = free_.lower_bound(size);
-    if (it != free_.end() && it->first <= size + size / 4) {
+    if (it != free_.end() && it->first <= size + kSlack * (size / 4)) {
       void* p = it->second;
       const size_t got = it->first;
       free_.erase(it);
+      cached_ -= got;
       ++stats_.cache_hits;
+#ifdef PHASOR_CUDA_SIM
+      // What the block's last tensor left is not this one's: poison it, in stream order.
+      if (sim::poison_enabled()) check(cudaMemsetAsync(p, 0xff, got, stream()), "cudaMemsetAsync (poison)");
+#endif
       return take(p, got);
     }
     void* p = nullptr;
@@ -179,7 +199,9 @@ class CachingAllocator final : public Allocator {
     if (it == live_.end()) return;
     stats_.allocated -= it->second;
     free_.emplace(it->second, ptr);
+    cached_ += it->second;
     live_.erase(it);
+    if (cached_ > kMaxCached) release_cached();
   }
 
   MemoryStats stats() {
@@ -196,11 +218,19 @@ class CachingAllocator final : public Allocator {
   }
 
  private:
+#ifdef PHASOR_CUDA_SIM
+  // The simulator: blocks of the exact size asked (ASan sees a tensor's end),
+  // reused for the same size only, and a bounded cache (sizes vary more).
+  static constexpr size_t kSlack = 0, kMaxCached = size_t{256} << 20;
+  static size_t round(size_t n) { return n ? n : 1; }
+#else
+  static constexpr size_t kSlack = 1, kMaxCached = SIZE_MAX;
   static size_t round(size_t n) {
     if (n == 0) n = 1;
     if (n < (1u << 20)) return (n + 511) / 512 * 512;
     return (n + (2u << 20) - 1) / (2u << 20) * (2u << 20);
   }
+#endif
   void* take(void* p, size_t size) {
     live_.emplace(p, size);
     stats_.allocated += size;
@@ -213,10 +243,12 @@ class CachingAllocator final : public Allocator {
       stats_.reserved -= size;
     }
     free_.clear();
+    cached_ = 0;
   }
 
   std::mutex mutex_;
   std::multimap<size_t, void*> free_;
+  size_t cached_ = 0;  // bytes in free_
   std::unordered_map<void*, size_t> live_;
   MemoryStats stats_;
 };

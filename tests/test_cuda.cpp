@@ -22,6 +22,7 @@
 #include "tensor/backend.h"
 #ifdef PHASOR_WITH_CUDA
 #include "cuda/cuda.h"
+#include "cuda/kernels.h"
 #endif
 
 using namespace phasor;
@@ -223,9 +224,11 @@ TEST_CASE("cuda: copy_ converts every dtype to every dtype, with broadcasting an
   ops::copy_(ops::narrow(got, 1, 2, 5), on_gpu(row));
   expect_close(ref, got, "broadcast copy into a view");
   for (DType dt : kAll) {
+    // A value each dtype holds exactly (fill_ refuses one it cannot hold, e.g. 1.5-2j into a real dtype).
+    const c128 value = is_complex(dt) ? c128(1.5, -2) : dt == DType::Bool ? c128(1) : dt == DType::Int64 ? c128(-3) : c128(1.5);
     Tensor r = zeros({3, 4}, dt), g = zeros({3, 4}, dt, G);
-    ops::fill_(ops::transpose(r, 0, 1), c128(1.5, -2));
-    ops::fill_(ops::transpose(g, 0, 1), c128(1.5, -2));
+    ops::fill_(ops::transpose(r, 0, 1), value);
+    ops::fill_(ops::transpose(g, 0, 1), value);
     expect_close(r, g, 0, 0, std::string("fill_ ") + dtype_name(dt));
   }
 }
@@ -891,5 +894,19 @@ TEST_CASE("cuda: a training step of the model matches the CPU, for every positio
     }
   }
 }
+
+#ifdef PHASOR_WITH_CUDA
+// A row kernel's grid holds one block a row: 2^32 + 1 rows cast to unsigned
+// launched one block and computed row 0 alone, without an error.
+TEST_CASE("cuda: a row kernel refuses more rows than CUDA's grid holds instead of computing a part") {
+  const Tensor x = on_gpu(ones({1, 4})), w = on_gpu(ones({4}));
+  const Tensor y = on_gpu(zeros({1, 4})), inv = on_gpu(zeros({1}));
+  const int64_t rows = (int64_t{1} << 32) + 1;
+  CHECK_THROWS_WITH_AS(gpu::launch_rms_norm(DType::Float32, x.raw_data(), w.raw_data(), y.raw_data(), inv.raw_data(), rows, 4, 1e-5),
+                       doctest::Contains("exceed CUDA's grid limit"), Error);
+  CHECK_THROWS_WITH_AS(gpu::launch_row_softmax(DType::Float32, RowOp::Softmax, x.raw_data(), y.raw_data(), rows, 4),
+                       doctest::Contains("exceed CUDA's grid limit"), Error);
+}
+#endif
 
 TEST_CASE("cuda: summary") { MESSAGE("cross-backend comparisons made: ", checks_done); }

@@ -1,0 +1,141 @@
+#pragma once
+// The device model of the CUDA simulator (PHASOR_CUDA_SIM): what a .cu file
+// compiled as host C++ needs from nvcc. Every simulated thread of a block is a
+// fiber (cuda/sim/device.cpp): threadIdx, blockIdx, blockDim and gridDim read
+// the running fiber's; __syncthreads() is a barrier of the block's fibers; the
+// warp shuffles exchange values between the 32 lanes of a warp at a warp-wide
+// rendezvous (the lockstep of a warp at a shuffle). __shared__ variables are
+// thread_local: a block runs on one OS thread from start to end, so they are
+// per block; dynamic shared memory (PHASOR_EXTERN_SHARED) is a buffer the
+// launch allocates per block, filled with poison.
+#include <math.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "cuComplex.h"
+#include "cuda_runtime_api.h"
+
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+// Static shared memory: one instance per OS thread, so per block (blocks never
+// share an OS thread at the same time, and a block never changes thread).
+#define __shared__ thread_local
+
+namespace phasor::sim {
+
+struct SimThread {
+  uint3 idx;
+};
+struct SimBlock {
+  uint3 idx;
+  dim3 dim, grid;
+  unsigned char* dynamic_shared;
+};
+extern thread_local SimThread* current_thread;
+extern thread_local SimBlock* current_block;
+
+void syncthreads();
+// The value `bytes` of lane `src` of the caller's warp, at a rendezvous of the lanes of `mask`.
+enum class Shfl { Down, Xor };
+void shuffle(unsigned mask, const void* in, void* out, size_t bytes, Shfl kind, int arg);
+
+template <class T>
+T shfl(unsigned mask, T v, Shfl kind, int arg) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "the simulator shuffles scalars of up to 8 bytes");
+  T r;
+  shuffle(mask, &v, &r, sizeof(T), kind, arg);
+  return r;
+}
+
+}  // namespace phasor::sim
+
+#define threadIdx (::phasor::sim::current_thread->idx)
+#define blockIdx (::phasor::sim::current_block->idx)
+#define blockDim (::phasor::sim::current_block->dim)
+#define gridDim (::phasor::sim::current_block->grid)
+#define warpSize 32
+
+inline void __syncthreads() { ::phasor::sim::syncthreads(); }
+template <class T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  (void)width;
+  return ::phasor::sim::shfl(mask, v, ::phasor::sim::Shfl::Down, static_cast<int>(delta));
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  (void)width;
+  return ::phasor::sim::shfl(mask, v, ::phasor::sim::Shfl::Xor, lane_mask);
+}
+
+// The round-to-nearest intrinsics: one IEEE operation each, never contracted
+// into an FMA (the simulator's sources compile with -ffp-contract=off).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+
+namespace phasor::sim {
+
+struct LaunchConfig {
+  const char* name;
+  const void* kernel;
+  dim3 grid, block;
+  size_t shared;
+  cudaStream_t stream;
+};
+// Checks the configuration as the hardware does; on failure, the error that
+// cudaGetLastError then returns.
+bool launch_ok(const LaunchConfig& c);
+// Queues the grid on its stream: `body(bound)` runs one simulated thread; `args` are
+// the launch's argument bytes, scanned for pointers into device allocations.
+void enqueue_kernel(const LaunchConfig& c, std::shared_ptr<const void> bound, const void* args, size_t args_bytes,
+                    void (*body)(const void*));
+
+template <class... P>
+struct Launch {
+  using Args = std::tuple<std::decay_t<P>...>;
+  struct Bound {
+    void (*kernel)(P...);
+    Args args;
+  };
+  LaunchConfig config;
+  void (*kernel)(P...);
+  Launch(const char* name, void (*k)(P...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream)
+      : config{name, reinterpret_cast<const void*>(k), grid, block, shared, stream}, kernel(k) {}
+  // The arguments are copied at the launch, as CUDA copies them.
+  template <class... A>
+  void operator()(A&&... a) const {
+    if (!launch_ok(config)) return;
+    auto bound = std::make_shared<Bound>(Bound{kernel, Args(std::forward<A>(a)...)});
+    const void* bytes = &bound->args;
+    enqueue_kernel(config, bound, bytes, sizeof(Args), [](const void* p) {
+      const Bound& b = *static_cast<const Bound*>(p);
+      std::apply(b.kernel, b.args);  // each simulated thread gets its own copies of the parameters
+    });
+  }
+};
+
+}  // namespace phasor::sim

@@ -1,0 +1,30 @@
+#pragma once
+// What the parts of the CUDA simulator share (cuda/sim/*.cpp); not seen by cuda/*.cu.
+#include <functional>
+#include <string>
+
+#include "cuda_runtime_api.h"
+
+namespace phasor::sim {
+
+// The device allocation (cudaMalloc) holding address p, if any.
+struct Region {
+  char* base = nullptr;
+  size_t size = 0;
+};
+bool find_allocation(const void* p, Region& r);
+
+// Queues work on a stream; it runs in order, at the latest when the host
+// synchronises with it (or at once when PHASOR_SIM_DEFER=0).
+void enqueue(cudaStream_t s, std::function<void()> task);
+
+// A fault found while running queued work: returned by the next
+// synchronisation as cudaErrorLaunchFailure, whose error string names it.
+void record_failure(const std::string& what);
+
+// A switch of the simulator's checks from the environment: on unless set to 0.
+bool check_enabled(const char* name);
+
+constexpr unsigned char kPoison = 0xff;  // NaN in every float format, -1 in every integer
+
+}  // namespace phasor::sim

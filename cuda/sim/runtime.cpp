@@ -1,0 +1,378 @@
+// The CUDA runtime of the simulator (PHASOR_CUDA_SIM): one simulated H200.
+// Memory: one heap block per cudaMalloc (so ASan sees overflows), filled with
+// poison. Streams: queues of work run in order, deferred until the host
+// synchronises with them, so that a host read that skips a synchronisation
+// reads the poison a device-to-host copy leaves in its destination until it runs.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "cuda_runtime_api.h"
+#include "internal.h"
+
+struct CUstream_st {
+  std::deque<std::function<void()>> queue;
+  uint64_t enqueued = 0, done = 0;
+};
+struct CUevent_st {
+  CUstream_st* stream = nullptr;
+  uint64_t target = 0;
+};
+
+namespace phasor::sim {
+
+namespace {
+
+constexpr size_t kTotalMemory = size_t{141} << 30;  // an H200's 141 GiB
+constexpr int kSharedOptin = 227 * 1024;
+
+std::recursive_mutex& lock() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+struct State {
+  std::map<uintptr_t, size_t> allocations;  // base -> bytes
+  size_t allocated = 0;
+  std::set<void*> pinned;
+  CUstream_st legacy;                          // stream 0
+  std::set<CUstream_st*> streams{&legacy};
+  std::map<const void*, int> max_dynamic_shared;
+  std::string failure;   // the first fault not yet reported by a synchronisation
+  std::string detail;    // cudaGetErrorString(cudaErrorLaunchFailure)
+};
+State& state() {
+  static State* s = new State();  // never destroyed: tensors may be freed during static destruction
+  return *s;
+}
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+cudaError_t fail_with(cudaError_t e) {
+  last_error = e;
+  return e;
+}
+
+CUstream_st* resolve(cudaStream_t s) { return s ? s : &state().legacy; }
+
+void run_until(CUstream_st* s, uint64_t target) {
+  while (s->done < target) {
+    std::function<void()> task = std::move(s->queue.front());
+    s->queue.pop_front();
+    task();
+    ++s->done;
+  }
+}
+void run_all() {
+  for (CUstream_st* s : state().streams) run_until(s, s->enqueued);
+}
+// What a synchronisation returns: the first fault of the work it waited for.
+cudaError_t report() {
+  State& st = state();
+  if (st.failure.empty()) return cudaSuccess;
+  st.detail = "unspecified launch failure: " + st.failure;
+  st.failure.clear();
+  return fail_with(cudaErrorLaunchFailure);
+}
+
+bool is_device_range(const void* p, size_t n) {
+  Region r;
+  return find_allocation(p, r) && static_cast<const char*>(p) + n <= r.base + r.size;
+}
+
+}  // namespace
+
+bool find_allocation(const void* p, Region& r) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  const auto& a = state().allocations;
+  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  auto it = a.upper_bound(u);
+  if (it == a.begin()) return false;
+  --it;
+  if (u >= it->first + it->second) return false;
+  r.base = reinterpret_cast<char*>(it->first);
+  r.size = it->second;
+  return true;
+}
+
+bool check_enabled(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && v[0] == '0');
+}
+
+bool poison_enabled() {
+  static const bool on = check_enabled("PHASOR_SIM_POISON");
+  return on;
+}
+
+void enqueue(cudaStream_t stream, std::function<void()> task) {
+  static const bool defer = check_enabled("PHASOR_SIM_DEFER");
+  std::lock_guard<std::recursive_mutex> g(lock());
+  CUstream_st* s = resolve(stream);
+  s->queue.push_back(std::move(task));
+  ++s->enqueued;
+  if (!defer) run_until(s, s->enqueued);
+}
+
+void record_failure(const std::string& what) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (state().failure.empty()) state().failure = what;
+}
+
+cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
+  if (bytes < 0 || bytes > kSharedOptin) return fail_with(cudaErrorInvalidValue);
+  std::lock_guard<std::recursive_mutex> g(lock());
+  state().max_dynamic_shared[kernel] = bytes;
+  return cudaSuccess;
+}
+
+int max_dynamic_shared(const void* kernel) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  auto it = state().max_dynamic_shared.find(kernel);
+  return it == state().max_dynamic_shared.end() ? 48 * 1024 : it->second;
+}
+
+cudaError_t set_last_error(cudaError_t e) { return fail_with(e); }
+
+}  // namespace phasor::sim
+
+using namespace phasor::sim;
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail_with(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+  if (device != 0) return fail_with(cudaErrorInvalidDevice);
+  *p = cudaDeviceProp{};
+  std::snprintf(p->name, sizeof p->name, "NVIDIA H200 (Phasor's CUDA simulator)");
+  p->totalGlobalMem = kTotalMemory;
+  p->sharedMemPerBlock = 48 * 1024;
+  p->sharedMemPerBlockOptin = kSharedOptin;
+  p->regsPerBlock = 65536;
+  p->warpSize = 32;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+  p->maxGridSize[0] = 0x7fffffff, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+  p->major = 9;
+  p->minor = 0;
+  p->multiProcessorCount = 132;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return fail_with(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kSharedOptin; return cudaSuccess;
+  }
+  return fail_with(cudaErrorInvalidValue);
+}
+cudaError_t cudaDeviceSynchronize() {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  run_all();
+  return report();
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return last_error; }
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorStubLibrary: return "cudaErrorStubLibrary";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: {
+      std::lock_guard<std::recursive_mutex> g(lock());
+      return state().detail.empty() ? "unspecified launch failure" : state().detail.c_str();
+    }
+    default: return cudaGetErrorName(e);
+  }
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  State& st = state();
+  *ptr = nullptr;
+  if (size == 0) return cudaSuccess;
+  if (size > kTotalMemory - st.allocated) return fail_with(cudaErrorMemoryAllocation);
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, size) != 0) return fail_with(cudaErrorMemoryAllocation);  // the exact size: ASan sees the end
+  std::memset(p, poison_enabled() ? kPoison : 0, size);
+  st.allocations.emplace(reinterpret_cast<uintptr_t>(p), size);
+  st.allocated += size;
+  *ptr = p;
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* ptr) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  State& st = state();
+  run_all();  // cudaFree waits for the device
+  if (!ptr) return report();
+  auto it = st.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == st.allocations.end()) return fail_with(cudaErrorInvalidDevicePointer);
+  st.allocated -= it->second;
+  st.allocations.erase(it);
+  std::free(ptr);
+  return report();
+}
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  *ptr = std::malloc(size ? size : 1);
+  if (!*ptr) return fail_with(cudaErrorMemoryAllocation);
+  state().pinned.insert(*ptr);
+  return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
+cudaError_t cudaFreeHost(void* ptr) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  run_all();
+  if (state().pinned.erase(ptr) == 0) return fail_with(cudaErrorInvalidValue);
+  std::free(ptr);
+  return report();
+}
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  *total = kTotalMemory;
+  *free = kTotalMemory - state().allocated;
+  return cudaSuccess;
+}
+
+namespace {
+// Checks that the device side of a copy lies inside one allocation.
+cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind == cudaMemcpyDefault || kind == cudaMemcpyHostToHost) return cudaSuccess;
+  if ((dst_dev && !is_device_range(dst, n)) || (src_dev && !is_device_range(src, n))) return fail_with(cudaErrorInvalidValue);
+  if (!dst_dev && is_device_range(dst, 1)) return fail_with(cudaErrorInvalidValue);
+  if (!src_dev && is_device_range(src, 1)) return fail_with(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (n == 0) return cudaSuccess;
+  if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
+  run_until(&state().legacy, state().legacy.enqueued);
+  std::memmove(dst, src, n);
+  return report();
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
+  // Until the copy runs, its host destination holds poison: a host read that
+  // skipped the synchronisation sees it (NaN, -1) instead of stale values.
+  if (kind == cudaMemcpyDeviceToHost && poison_enabled()) std::memset(dst, kPoison, n);
+  enqueue(stream, [dst, src, n] { std::memmove(dst, src, n); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (!is_device_range(dst, n)) return fail_with(cudaErrorInvalidValue);
+  enqueue(stream, [dst, value, n] { std::memset(dst, value, n); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void* dst, int value, size_t n) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (const cudaError_t e = cudaMemsetAsync(dst, value, n, nullptr)) return e;
+  run_until(&state().legacy, state().legacy.enqueued);
+  return report();
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  *stream = new CUstream_st();
+  state().streams.insert(*stream);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (!stream || state().streams.erase(stream) == 0) return fail_with(cudaErrorInvalidResourceHandle);
+  run_until(stream, stream->enqueued);  // queued work completes, as on a GPU
+  delete stream;
+  return report();
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  CUstream_st* s = resolve(stream);
+  run_until(s, s->enqueued);
+  return report();
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }  // never "not ready": polling loops end
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  if (!event) return fail_with(cudaErrorInvalidResourceHandle);
+  CUstream_st* other = event->stream;
+  const uint64_t target = event->target;
+  if (other) enqueue(stream, [other, target] { run_until(other, target); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+  *event = new CUevent_st();
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return fail_with(cudaErrorInvalidResourceHandle);
+  delete event;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event) return fail_with(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::recursive_mutex> g(lock());
+  event->stream = resolve(stream);
+  event->target = event->stream->enqueued;
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return fail_with(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (event->stream) run_until(event->stream, event->target);
+  return report();
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!start || !end) return fail_with(cudaErrorInvalidResourceHandle);
+  *ms = 0.0f;  // the simulator has no device time
+  return cudaSuccess;
+}
