@@ -1,6 +1,7 @@
 #include "tensor/backend.h"
 
 #include "tensor/cpu/backend.h"
+#include "tensor/cpu/fork.h"
 
 namespace phasor {
 
@@ -15,6 +16,7 @@ Backend*& slot(DeviceType type) {
 void register_backend(DeviceType type, Backend* backend) { slot(type) = backend; }
 
 Backend& backend(Device device) {
+  cpu::settle_after_fork();  // a forked child's first op drops it to one thread (tensor/cpu/fork.h)
   Backend* b = slot(device.type);
   PHASOR_CHECK(b != nullptr, "device ", device, " is not available (Phasor was built without CUDA or no GPU is present)");
   return *b;

@@ -824,7 +824,9 @@ TEST_CASE("gradcheck and gradgradcheck refuse an output that is not double preci
   // overflow, or "analytic 5.625 vs numeric 0"): refused, as the inputs are.
   Generator g(29);
   const Tensor x = leaf(g, {3}), z = leaf(g, {3}, DType::Complex128);
-  for (const auto& [input, narrow] : {std::pair{x, DType::Float32}, std::pair{z, DType::Complex64}}) {
+  for (const auto& input_and_narrow : {std::pair{x, DType::Float32}, std::pair{z, DType::Complex64}}) {
+    const Tensor input = input_and_narrow.first;  // named copies: clang before 16 cannot capture a structured binding
+    const DType narrow = input_and_narrow.second;
     const TensorFunction f = [narrow](const V& in) { return to(in[0] * in[0], narrow); };
     for (const bool second : {false, true}) {
       const std::string e = error_of([&] { (void)(second ? gradgradcheck(f, {input}) : gradcheck(f, {input})); });

@@ -239,7 +239,8 @@ TEST_CASE("the Hessian-vector product of every position variant's model loss mat
 TEST_CASE("jvp and hvp in single precision agree with double precision (they seed with tensor ops in each tensor's dtype)") {
   // gradcheck refuses single precision (finite differences need double); jvp
   // and hvp take it, and keep the inputs' dtype in what they return.
-  for (const auto& [single, wide] : {std::pair{DType::Float32, DType::Float64}, std::pair{DType::Complex64, DType::Complex128}}) {
+  for (const auto& dtypes : {std::pair{DType::Float32, DType::Float64}, std::pair{DType::Complex64, DType::Complex128}}) {
+    const DType single = dtypes.first, wide = dtypes.second;  // not a structured binding: CAPTURE is a lambda, and clang before 16 cannot capture one
     CAPTURE(single);
     Generator g(31);
     const Tensor x = randn({5}, wide, &g), v = randn({5}, wide, &g);

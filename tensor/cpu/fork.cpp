@@ -8,19 +8,20 @@
 
 namespace phasor::cpu {
 
+std::atomic<bool> forked_child{false};
+
 namespace {
-void single_threaded_child() {
+void mark_child() { forked_child.store(true, std::memory_order_relaxed); }  // async-signal-safe, as a fork handler must be
+}  // namespace
+
+void drop_to_one_thread() {
+  forked_child.store(false, std::memory_order_relaxed);
   omp_set_num_threads(1);
   openblas_set_num_threads(1);
 }
-}  // namespace
 
 void install_fork_handler() {
-  // glibc runs child handlers in registration order. Starting the OpenMP
-  // runtime first lets its own handler (LLVM's libomp registers one when it
-  // initialises) reset its locks before ours calls into it; registered
-  // before, ours deadlocks inside libomp in the child.
-  static const int registered = (omp_get_max_threads(), pthread_atfork(nullptr, nullptr, single_threaded_child));
+  static const int registered = pthread_atfork(nullptr, nullptr, mark_child);
   PHASOR_CHECK(registered == 0, "cannot register the fork handler (pthread_atfork: error ", registered, ")");
 }
 
