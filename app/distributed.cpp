@@ -316,6 +316,27 @@ class NcclCommunicator final : public MpiCommunicator {
     cuda_check(cudaEventRecord(staged_, phasor_stream), "cudaEventRecord");
     cuda_check(cudaStreamWaitEvent(stream_, staged_, 0), "cudaStreamWaitEvent");
 
+    // From here NCCL's stream may use the staging tensors: if anything fails,
+    // they must not go back to the caching allocator (to be reused by Phasor's
+    // stream) while it still can. quiesce() aborts the communicator (NCCL's
+    // kernels then end) and waits for NCCL's stream before they are released.
+    try {
+      queue_reduction(flats);
+      cuda_check(cudaEventRecord(reduced_, stream_), "cudaEventRecord");
+      cuda_check(cudaStreamWaitEvent(phasor_stream, reduced_, 0), "cudaStreamWaitEvent");
+      wait_stream("all_reduce_mean", start);
+    } catch (...) {
+      quiesce();
+      throw;
+    }
+    for (Flat& f : flats)
+      for (Piece& p : f.pieces)
+        if (!p.staging.same_storage(p.grad)) ops::copy_(p.grad, p.staging);  // on Phasor's stream
+  }
+
+ private:
+  // Gradients into the flat buffer, the all-reduce, the means back: on NCCL's stream.
+  void queue_reduction(std::vector<Flat>& flats) {
     char* base = static_cast<char*>(buffer_);
     for (Flat& f : flats) {
       const size_t item = itemsize(f.dtype);
@@ -332,18 +353,21 @@ class NcclCommunicator final : public MpiCommunicator {
                    "cudaMemcpyAsync");
       base += f.count * item;
     }
-    // Phasor's stream reads the means only after NCCL's stream wrote them. The
-    // host waits as well: the watchdog needs it, and the staging tensors, whose
-    // memory NCCL's stream uses, must outlive that use.
-    cuda_check(cudaEventRecord(reduced_, stream_), "cudaEventRecord");
-    cuda_check(cudaStreamWaitEvent(phasor_stream, reduced_, 0), "cudaStreamWaitEvent");
-    wait_stream("all_reduce_mean", start);
-    for (Flat& f : flats)
-      for (Piece& p : f.pieces)
-        if (!p.staging.same_storage(p.grad)) ops::copy_(p.grad, p.staging);  // on Phasor's stream
+    // Phasor's stream reads the means only after NCCL's stream wrote them (the
+    // event, recorded by the caller). The host waits as well: the watchdog needs
+    // it, and the staging tensors, whose memory NCCL's stream uses, must outlive that use.
   }
 
- private:
+  // After a failure with work queued on NCCL's stream: no kernel of it may
+  // still run when the staging tensors are freed. A failed communicator is
+  // aborted (its kernels return); later calls connect a new one.
+  void quiesce() noexcept {
+    if (nccl_ != nullptr) ncclCommAbort(nccl_);
+    nccl_ = nullptr;
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    cudaGetLastError();
+  }
+
   void connect(Clock::time_point start) {
     // Ranks sharing a node must not share a GPU (NCCL refuses duplicate devices).
     ncclUniqueId id;
