@@ -139,10 +139,10 @@ TEST_CASE("matmul with a zero-sized K, M, N or batch gives PyTorch's zeros, with
     CAPTURE(dt);
     const std::vector<std::pair<Dims, Dims>> shapes = {{{2, 3, 0}, {0, 2}}, {{0, 2, 3}, {3, 2}}, {{2, 0, 3}, {3, 2}}, {{2, 3}, {3, 0}},
                                                        {{0, 3}, {2, 3, 4}}, {{3, 0}, {0}}};
-    for (const auto& [sa, sb] : shapes) {
-      CAPTURE(sa);
-      CAPTURE(sb);
-      const Tensor x = leaf(g, sa, dt), y = leaf(g, sb, dt);
+    for (const auto& ab : shapes) {  // (no structured binding: CAPTURE's lambda would capture it, which clang 14 refuses)
+      CAPTURE(ab.first);
+      CAPTURE(ab.second);
+      const Tensor x = leaf(g, ab.first, dt), y = leaf(g, ab.second, dt);
       check_grad("matmul", [](const V& in) { return matmul(in[0], in[1]); }, {x, y});
     }
   }

@@ -277,9 +277,12 @@ void elementwise() {
               {"le", P::le, [](const torch::Tensor& a, const torch::Tensor& b) { return torch::le(a, b); }},
               {"gt", P::gt, [](const torch::Tensor& a, const torch::Tensor& b) { return torch::gt(a, b); }},
               {"ge", P::ge, [](const torch::Tensor& a, const torch::Tensor& b) { return torch::ge(a, b); }}};
-          for (const auto& [name, pf, tf] : cmp)
-            add1(name, std::string(name) + "(" + on2 + ")", {{s, dt}, {s2, dt}}, [pf = pf](const PT& x) { return pf(x[0], x[1]); },
-                 [tf = tf](const TT& x) { return tf(x[0], x[1]); });
+          for (const auto& c : cmp) {
+            const PB pf = std::get<1>(c);
+            const TB tf = std::get<2>(c);
+            add1(std::get<0>(c), std::string(std::get<0>(c)) + "(" + on2 + ")", {{s, dt}, {s2, dt}},
+                 [pf](const PT& x) { return pf(x[0], x[1]); }, [tf](const TT& x) { return tf(x[0], x[1]); });
+          }
         }
       }
     }
