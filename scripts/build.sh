@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 mkdir -p build
 args=(-DCMAKE_BUILD_TYPE=Release)
 [ -z "${PHASOR_REQUIRE_ALL:-}" ] || args+=("-DPHASOR_REQUIRE_ALL=$PHASOR_REQUIRE_ALL")
+# Without nvcc the CUDA backend is built on the CUDA simulator (cuda/sim/), so
+# test_cuda runs every kernel on the CPU instead of skipping; with nvcc, the real one.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  args+=(-DPHASOR_CUDA_SIM=OFF)
+else
+  args+=(-DPHASOR_CUDA_SIM=ON)
+fi
 cmake -S . -B build "${args[@]}" > build/build.log 2>&1 || { cat build/build.log; exit 1; }
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
