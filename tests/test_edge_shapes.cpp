@@ -99,6 +99,9 @@ TEST_CASE("select, narrow, cat, split and size() refuse a 0-d tensor; indexing t
   CHECK(error_of([&] { chunk(e, 1, 0); }) == "chunk() cannot be applied to a 0-dim tensor");
   CHECK(error_of([&] { e.size(0); }) == "size() cannot be applied to a 0-dim tensor");
   CHECK(error_of([&] { e.stride(-1); }) == "stride() cannot be applied to a 0-dim tensor");
+  // scatter_add's index may not reach past the output outside `dim` (it wrote past the output's memory)
+  CHECK(error_of([&] { scatter_add({2, 2}, 0, zeros({2, 3}, DType::Int64), ones({2, 3})); }).find("exceeds output shape") != std::string::npos);
+  CHECK(error_of([&] { scatter_add({2, 2}, 0, zeros({2}, DType::Int64), ones({2})); }).find("differs from output rank") != std::string::npos);
 }
 
 TEST_CASE("views with no elements at offsets past their storage, as in PyTorch") {
