@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -45,19 +47,19 @@ class FileDescriptor {
   int fd_;
 };
 
-// How many of the next `wanted` bytes may be written before the injected fault fires.
-size_t bytes_allowed_by_fault(size_t already_written, size_t wanted) {
-  long long limit = g_fault_after_bytes.load();
-  if (limit == kNoFault) return wanted;
-  size_t budget = static_cast<size_t>(limit);
-  return already_written >= budget ? 0 : std::min(wanted, budget - already_written);
+// How many bytes a crash-safe write may put down before the injected fault
+// fires (set_write_fault_after_bytes): all of them when none is set.
+size_t fault_budget() {
+  const long long limit = g_fault_after_bytes.load();
+  return limit == kNoFault ? SIZE_MAX : static_cast<size_t>(limit);
 }
 
-// Writes every byte, retrying short writes and EINTR; returns 0 or an errno.
-int write_all(int fd, std::string_view bytes) {
+// Writes every byte, retrying short writes and EINTR; returns 0 or an errno
+// (ENOSPC once `budget` bytes are written, as a disk that fills there).
+int write_all(int fd, std::string_view bytes, size_t budget = SIZE_MAX) {
   size_t written = 0;
   while (written < bytes.size()) {
-    size_t chunk = bytes_allowed_by_fault(written, bytes.size() - written);
+    const size_t chunk = written >= budget ? 0 : std::min(bytes.size() - written, budget - written);
     if (chunk == 0) return ENOSPC;
     ssize_t n = ::write(fd, bytes.data() + written, chunk);
     if (n < 0 && errno == EINTR) continue;
@@ -97,7 +99,7 @@ void write_and_sync(const std::string& path, std::string& tmp_path, std::string_
   FileDescriptor file(create_temporary(path, trying));
   if (file.get() < 0) fail_io("create", trying, errno);
   tmp_path = trying;
-  if (int err = write_all(file.get(), bytes)) fail_io("write", tmp_path, err);
+  if (int err = write_all(file.get(), bytes, fault_budget())) fail_io("write", tmp_path, err);
   if (::fsync(file.get()) != 0) fail_io("sync", tmp_path, errno);
   if (file.close_checked() != 0) fail_io("close", tmp_path, errno);
 }
@@ -156,14 +158,7 @@ AppendFile& AppendFile::operator=(AppendFile&& other) noexcept {
 
 void AppendFile::write(std::string_view bytes) {
   PHASOR_CHECK(fd_ >= 0, "cannot write '", path_, "': not open");
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd_, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail_io("write", path_, errno);
-    if (n == 0) fail_io("write", path_, ENOSPC);
-    written += static_cast<size_t>(n);
-  }
+  if (const int err = write_all(fd_, bytes)) fail_io("write", path_, err);  // no injected fault: only saves take one
 }
 
 std::string read_file_bytes(const std::string& path, uint64_t max_bytes, std::string_view limit_text) {
