@@ -15,7 +15,7 @@
 #include <mpi.h>
 #endif
 #ifdef PHASOR_WITH_NCCL
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include "cuda/runtime.h"  // gpu::stream(): the one stream Phasor's CUDA backend queues everything on
@@ -510,21 +510,6 @@ void finalize_distributed() {
 #ifdef PHASOR_WITH_MPI
   if (auto* mpi = dynamic_cast<MpiCommunicator*>(world_slot().get())) mpi->finalize();
 #endif
-}
-
-void test_fault_hook(int64_t step) {
-  static const char* spec = std::getenv("PHASOR_TEST_FAULT");
-  if (spec == nullptr || *spec == '\0') return;
-  int rank = -1;
-  long at = -1;
-  char action[16] = {};
-  if (std::sscanf(spec, "%d:%ld:%15s", &rank, &at, action) != 3) return;
-  if (rank != world().rank() || at != step) return;
-  std::fprintf(stderr, "phasor: PHASOR_TEST_FAULT: rank %d %s at step %ld\n", rank, action, at);
-  std::fflush(stderr);
-  if (std::strcmp(action, "hang") == 0)
-    for (;;) pause();
-  std::_Exit(9);  // as a crash would: no cleanup, no MPI_Finalize
 }
 
 }  // namespace phasor

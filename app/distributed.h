@@ -84,8 +84,4 @@ std::vector<std::string> built_transports();
 // (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE); 1 when not launched by one.
 int launcher_world_size();
 
-// Fault injection for tests: PHASOR_TEST_FAULT="<rank>:<step>:<exit|hang>" makes
-// that rank exit abruptly (as a crash would) or hang forever at that step.
-void test_fault_hook(int64_t step);
-
 }  // namespace phasor

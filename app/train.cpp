@@ -16,6 +16,7 @@
 
 #include "app/distributed.h"
 #include "app/evaluate.h"
+#include "app/fault_injection.h"
 #include "app/memory.h"
 #include "app/gradient.h"
 #include "autograd/functions.h"
@@ -65,29 +66,6 @@ void validate(const TrainOptions& o) {
 // ---------------------------------------------------------------- the run
 
 namespace {
-
-// Test hook for tests/test_faults.cpp, off unless the environment variable is
-// set: PHASOR_FAULT_NAN_AT_STEP="first[,count[,loss|inf|grad]]" gives steps
-// first .. first+count-1 (0-based) a NaN loss (loss, the default), an infinite
-// loss (inf) or a NaN in one gradient (grad), to exercise the skipping of bad steps.
-struct NanFault {
-  int64_t first = -1, count = 0;
-  std::string kind = "loss";
-  bool at(int64_t step) const { return first >= 0 && step >= first && step - first < count; }
-};
-
-NanFault nan_fault_from_environment() {
-  NanFault f;
-  const char* spec = std::getenv("PHASOR_FAULT_NAN_AT_STEP");
-  if (!spec || !*spec) return f;
-  long long first = -1, count = 1;
-  char kind[8] = "loss";
-  const int n = std::sscanf(spec, "%lld,%lld,%7s", &first, &count, kind);
-  f = {first, count, kind};
-  PHASOR_CHECK(n >= 1 && first >= 0 && count > 0 && (f.kind == "loss" || f.kind == "inf" || f.kind == "grad"),
-               "PHASOR_FAULT_NAN_AT_STEP must be first[,count[,loss|inf|grad]], got '", spec, "'");
-  return f;
-}
 
 std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted.store(true); }
@@ -299,7 +277,7 @@ TrainSummary run_loop(Run& run) {
   int64_t window_tokens = 0, bad_in_a_row = 0, first_step = run.step;
   double last_loss = NAN, tokens_per_s = 0;
   bool save_due = false;  // a --ckpt-every save that fell on a skipped step
-  const NanFault fault = nan_fault_from_environment();
+  const fault::NanSteps nan_steps = fault::nan_steps_from_environment();
 
   while (run.step < o.steps) {
     if (distributed ? stop_agreed : interrupted.load()) {
@@ -308,7 +286,7 @@ TrainSummary run_loop(Run& run) {
       summary.interrupted = true;
       break;
     }
-    test_fault_hook(run.step);
+    fault::rank_fault(comm.rank(), run.step);
     comm.set_step(run.step);
     const double lr = nn::warmup_cosine_lr(run.step, o.warmup, o.steps, o.lr, o.min_lr);
     run.optimizer->set_lr(lr);
@@ -316,7 +294,7 @@ TrainSummary run_loop(Run& run) {
     if (o.log_heads) run.probe_heads((run.step + 1) % o.log_every == 0 || run.step + 1 == o.steps);  // the steps logged below
     const Tensor loss = run.model->loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len}));
     double loss_value = loss.item<double>();
-    if (fault.at(run.step) && fault.kind != "grad") loss_value = fault.kind == "inf" ? INFINITY : NAN;
+    if (nan_steps.loss_at(run.step)) loss_value = nan_steps.kind == fault::NanSteps::Kind::Inf ? INFINITY : NAN;
     if (distributed) {  // the global batch's mean loss, and whether any rank was interrupted
       std::vector<double> agreed{loss_value, interrupted.load() ? 1.0 : 0.0};
       comm.all_reduce_sum(agreed);
@@ -327,7 +305,7 @@ TrainSummary run_loop(Run& run) {
     double grad_norm = NAN;
     if (std::isfinite(loss_value)) {
       loss.backward();
-      if (fault.at(run.step) && fault.kind == "grad") run.model->parameters().front().grad().data<float>()[0] = NAN;
+      if (nan_steps.grad_at(run.step)) run.model->parameters().front().grad().data<float>()[0] = NAN;
       comm.average_gradients(run.model->parameters());  // identical on every rank from here on
       grad_norm = nn::clip_grad_norm(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
     }
