@@ -17,6 +17,10 @@ bool find_allocation(const void* p, Region& r);
 // Queues work on a stream; it runs in order, at the latest when the host
 // synchronises with it (or at once when PHASOR_SIM_DEFER=0).
 void enqueue(cudaStream_t s, std::function<void()> task);
+// Queues work that may have to wait for something outside the device (the
+// peers of a collective): `poll` is called until it returns true, and until
+// then the stream is not ready (cudaStreamQuery) and a synchronisation waits.
+void enqueue_polled(cudaStream_t s, std::function<bool()> poll);
 
 // A fault found while running queued work: returned by the next
 // synchronisation as cudaErrorLaunchFailure, whose error string names it.

@@ -10,12 +10,15 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "cuda_runtime_api.h"
 #include "internal.h"
 
 struct CUstream_st {
-  std::deque<std::function<void()>> queue;
+  // A task returns false while it cannot finish yet (a collective waiting for
+  // its peers: cuda/sim/nccl.cpp); it stays at the front and is polled again.
+  std::deque<std::function<bool()>> queue;
   uint64_t enqueued = 0, done = 0;
 };
 struct CUevent_st {
@@ -59,13 +62,19 @@ cudaError_t fail_with(cudaError_t e) {
 
 CUstream_st* resolve(cudaStream_t s) { return s ? s : &state().legacy; }
 
-void run_until(CUstream_st* s, uint64_t target) {
+// Runs the stream's work up to `target`. A task that is not ready is polled
+// until it is (`block`, a synchronisation) or makes it return false (a query).
+bool run_until(CUstream_st* s, uint64_t target, bool block = true) {
   while (s->done < target) {
-    std::function<void()> task = std::move(s->queue.front());
+    if (!s->queue.front()()) {
+      if (!block) return false;
+      std::this_thread::yield();
+      continue;
+    }
     s->queue.pop_front();
-    task();
     ++s->done;
   }
+  return true;
 }
 void run_all() {
   for (CUstream_st* s : state().streams) run_until(s, s->enqueued);
@@ -109,13 +118,20 @@ bool poison_enabled() {
   return on;
 }
 
-void enqueue(cudaStream_t stream, std::function<void()> task) {
+void enqueue_polled(cudaStream_t stream, std::function<bool()> poll) {
   static const bool defer = check_enabled("PHASOR_SIM_DEFER");
   std::lock_guard<std::recursive_mutex> g(lock());
   CUstream_st* s = resolve(stream);
-  s->queue.push_back(std::move(task));
+  s->queue.push_back(std::move(poll));
   ++s->enqueued;
   if (!defer) run_until(s, s->enqueued);
+}
+
+void enqueue(cudaStream_t stream, std::function<void()> task) {
+  enqueue_polled(stream, [task = std::move(task)] {
+    task();
+    return true;
+  });
 }
 
 void record_failure(const std::string& what) {
@@ -338,12 +354,18 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   run_until(s, s->enqueued);
   return report();
 }
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }  // never "not ready": polling loops end
+// Runs what can run now; "not ready" while a task waits (a collective's peers).
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  CUstream_st* s = resolve(stream);
+  if (!run_until(s, s->enqueued, /*block=*/false)) return cudaErrorNotReady;  // not an error: cudaGetLastError stays clean
+  return report();
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (!event) return fail_with(cudaErrorInvalidResourceHandle);
   CUstream_st* other = event->stream;
   const uint64_t target = event->target;
-  if (other) enqueue(stream, [other, target] { run_until(other, target); });
+  if (other) enqueue_polled(stream, [other, target] { return run_until(other, target, /*block=*/false); });
   return cudaSuccess;
 }
 
@@ -370,7 +392,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event->stream) run_until(event->stream, event->target);
   return report();
 }
-cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return fail_with(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (event->stream && !run_until(event->stream, event->target, /*block=*/false)) return cudaErrorNotReady;
+  return report();
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!start || !end) return fail_with(cudaErrorInvalidResourceHandle);
   *ms = 0.0f;  // the simulator has no device time
