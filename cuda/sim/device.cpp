@@ -1,8 +1,10 @@
 // The device model of the CUDA simulator: a kernel's grid runs block by block
 // (blocks in parallel on the OpenMP pool), each block's threads as fibers
 // (ucontext) on one OS thread, switched at __syncthreads() and at the warp
-// shuffles. Between two barriers the runnable threads run one after the
-// other in a schedule's order: in order, reversed, or a seeded shuffle.
+// shuffles. Between two barriers a schedule orders the threads: in order and
+// reversed run one warp at a time to the barrier (so a warp runs ahead of the
+// others through its shuffles), warps in order or reversed; the seeded
+// shuffle keeps all warps in lockstep at each shuffle, threads in a random order.
 // Unless PHASOR_SIM_SCHEDULES=0, every launch runs under all three from the
 // same memory and the results are compared bit for bit: a missing barrier or
 // a warp-synchronous assumption shows as a difference naming the kernel.
@@ -191,46 +193,64 @@ std::string where(const Fiber& f) {
   return buf;
 }
 
-// Releases the warps whose lanes all wait at the same shuffle; reports masks
-// that do not cover exactly the lanes that reach it.
-bool release_warps(Worker& w, int n) {
-  bool released = false;
-  for (int base = 0; base < n && w.error.empty(); base += 32) {
-    const int lanes = std::min(32, n - base);
-    int first = -1;
-    for (int l = 0; l < lanes && first < 0; ++l)
-      if (w.fibers[base + l].state == State::Warp) first = l;
-    if (first < 0) continue;
-    const Fiber& lead = w.fibers[base + first];
-    char buf[200];
-    for (int l = 0; l < 32; ++l) {
-      const bool in = (lead.mask >> l) & 1u;
-      if (l >= lanes) {
-        if (in) {
-          std::snprintf(buf, sizeof buf, "a shuffle's mask 0x%08x covers lane %d of warp %d, which the block does not have", lead.mask, l, base / 32);
-          w.fail(buf);
-        }
-        continue;
-      }
-      const Fiber& f = w.fibers[base + l];
-      if (f.state == State::Warp) {
-        if (f.mask != lead.mask || f.seq != lead.seq) {
-          std::snprintf(buf, sizeof buf, "lanes %d and %d of warp %d reach a shuffle with different masks (0x%08x, 0x%08x) or at different calls",
-                        first, l, base / 32, lead.mask, f.mask);
-          w.fail(buf);
-        }
-      } else if (in) {
-        std::snprintf(buf, sizeof buf, "a shuffle's mask 0x%08x covers lane %d of warp %d, which %s", lead.mask, l, base / 32,
-                      f.state == State::Done ? "has exited" : "waits at __syncthreads()");
+// Releases the warp of threads [base, base + lanes) if its lanes wait at a
+// shuffle; reports a mask that does not cover exactly the lanes that reach it.
+bool release_warp(Worker& w, int base, int lanes) {
+  int first = -1;
+  for (int l = 0; l < lanes && first < 0; ++l)
+    if (w.fibers[base + l].state == State::Warp) first = l;
+  if (first < 0) return false;
+  const Fiber& lead = w.fibers[base + first];
+  char buf[200];
+  for (int l = 0; l < 32; ++l) {
+    const bool in = (lead.mask >> l) & 1u;
+    if (l >= lanes) {
+      if (in) {
+        std::snprintf(buf, sizeof buf, "a shuffle's mask 0x%08x covers lane %d of warp %d, which the block does not have", lead.mask, l, base / 32);
         w.fail(buf);
       }
+      continue;
     }
-    if (!w.error.empty()) return false;
-    for (int l = 0; l < lanes; ++l)
-      if (w.fibers[base + l].state == State::Warp) w.fibers[base + l].state = State::Ready;
-    released = true;
+    const Fiber& f = w.fibers[base + l];
+    if (f.state == State::Warp) {
+      if (f.mask != lead.mask || f.seq != lead.seq) {
+        std::snprintf(buf, sizeof buf, "lanes %d and %d of warp %d reach a shuffle with different masks (0x%08x, 0x%08x) or at different calls",
+                      first, l, base / 32, lead.mask, f.mask);
+        w.fail(buf);
+      }
+    } else if (in) {
+      std::snprintf(buf, sizeof buf, "a shuffle's mask 0x%08x covers lane %d of warp %d, which %s", lead.mask, l, base / 32,
+                    f.state == State::Done ? "has exited" : "waits at __syncthreads()");
+      w.fail(buf);
+    }
   }
+  if (!w.error.empty()) return false;
+  for (int l = 0; l < lanes; ++l)
+    if (w.fibers[base + l].state == State::Warp) w.fibers[base + l].state = State::Ready;
+  return true;
+}
+
+bool release_warps(Worker& w, int n) {
+  bool released = false;
+  for (int base = 0; base < n && w.error.empty(); base += 32) released |= release_warp(w, base, std::min(32, n - base));
   return released;
+}
+
+// Runs each warp in turn, through its shuffles, until all its lanes wait at the
+// barrier or have exited: warps in order (or reversed), lanes in order (or
+// reversed) between shuffles. A warp thus runs ahead of the others from one
+// barrier to the next, as on hardware, where nothing but a barrier orders warps.
+void run_warps_serially(Worker& w, int n, bool reversed) {
+  const int warps = (n + 31) / 32;
+  for (int k = 0; k < warps && w.error.empty(); ++k) {
+    const int base = 32 * (reversed ? warps - 1 - k : k), lanes = std::min(32, n - base);
+    do {
+      for (int l = 0; l < lanes && w.error.empty(); ++l) {
+        Fiber& f = w.fibers[base + (reversed ? lanes - 1 - l : l)];
+        if (f.state == State::Ready) enter(w, f);
+      }
+    } while (w.error.empty() && release_warp(w, base, lanes));
+  }
 }
 
 void run_block(Worker& w, const LaunchConfig& c, uint3 block, Schedule schedule, uint64_t seed) {
@@ -255,14 +275,17 @@ void run_block(Worker& w, const LaunchConfig& c, uint3 block, Schedule schedule,
   }
   std::vector<int> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  if (schedule == Schedule::Reversed) std::reverse(order.begin(), order.end());
   std::mt19937_64 rng(seed ^ (uint64_t{block.x} * 0x9E3779B97F4A7C15ull) ^ (uint64_t{block.y} << 40) ^ (uint64_t{block.z} << 52));
   for (;;) {
-    if (schedule == Schedule::Shuffled) std::shuffle(order.begin(), order.end(), rng);
-    for (int i : order)
-      if (w.fibers[i].state == State::Ready) enter(w, w.fibers[i]);
-    if (!w.error.empty()) return;
-    if (release_warps(w, n)) continue;
+    if (schedule == Schedule::Shuffled) {  // all warps in lockstep, one shuffle at a time, threads in a random order
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int i : order)
+        if (w.fibers[i].state == State::Ready) enter(w, w.fibers[i]);
+      if (!w.error.empty()) return;
+      if (release_warps(w, n)) continue;
+    } else {
+      run_warps_serially(w, n, schedule == Schedule::Reversed);
+    }
     if (!w.error.empty()) return;
     int live = 0, waiting = 0, shuffling = 0;
     for (int i = 0; i < n; ++i) {
