@@ -700,6 +700,26 @@ TEST_CASE("cuda: fused causal attention is deterministic and leaves keys no quer
   }
 }
 
+TEST_CASE("cuda: fused causal attention's fallback (head width over 128) past one 128-row chunk, against the CPU kernel") {
+  // 130 queries and keys: the last queries walk two chunks of keys (forward, dQ) and the first
+  // keys two chunks of queries (dK, dV), so each chunk's shared rows are rewritten by the next.
+  const int64_t n = 130, d = 136;
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const Tensor q = rnd({1, n, 1, d}, dt), k = rnd({1, n, 1, d}, dt), v = rnd({1, n, 1, d}, dt), g = rnd({1, n, 1, d}, dt);
+    const ops::AttentionParams p{1.0 / std::sqrt(static_cast<double>(d)), 0, Tensor()};
+    const ops::AttentionResult ref = ops::causal_attention(q, k, v, p);
+    const ops::AttentionResult got = ops::causal_attention(on_gpu(q), on_gpu(k), on_gpu(v), p);
+    const ops::AttentionGrads rb = ops::causal_attention_backward(g, q, k, v, ref, p);
+    const ops::AttentionGrads gb = ops::causal_attention_backward(on_gpu(g), on_gpu(q), on_gpu(k), on_gpu(v), got, p);
+    const std::string what = std::string(" past one chunk, ") + dtype_name(dt);
+    expect_close_at_scale(ref.out, got.out, attention_tol(dt), "out" + what);
+    expect_close_at_scale(ref.logsumexp, got.logsumexp, attention_tol(dt), "logsumexp" + what);
+    expect_close_at_scale(rb.dq, gb.dq, attention_grad_tol(dt), "dq" + what);
+    expect_close_at_scale(rb.dk, gb.dk, attention_grad_tol(dt), "dk" + what);
+    expect_close_at_scale(rb.dv, gb.dv, attention_grad_tol(dt), "dv" + what);
+  }
+}
+
 TEST_CASE("cuda: fused causal attention agrees with the materialised composition on the GPU") {
   // The readable reference of models/transformer.cpp: scores q k^T [B, H, Nq, Nk] (cuBLAS),
   // attention_softmax, probs v; its gradients through autograd.
