@@ -11,8 +11,11 @@
 //             adaptive rotation; rope: the rotary product), forward + backward,
 //             on a [batch, seq_len, n_heads, head_dim] query tensor
 //   sgemm     one float32 [1024, 1024] x [1024, 1024] product: the machine's
-//             GEMM rate through each library, the yardstick of the training
+//             GEMM rate through each library, one yardstick of the training
 //             workloads' model FLOP rates
+//   fma-peak  the machine's float32 FMA peak on --threads threads
+//             (bench/fma_peak.h; compare_phasor only: it belongs to the CPU,
+//             not to a library), the other yardstick, the one that is a limit
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -49,8 +52,8 @@ struct Options {
 // Parses argv; returns false (after printing) on --help or an error, with *exit_code set.
 inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit_code) {
   CLI::App app{std::string(name) + ": one side-by-side benchmark workload, one JSON line on stdout"};
-  app.add_option("--workload", o.workload, "train|eval|generate|rotation|sgemm")
-      ->check(CLI::IsMember({"train", "eval", "generate", "rotation", "sgemm"}));
+  app.add_option("--workload", o.workload, "train|eval|generate|rotation|sgemm|fma-peak")
+      ->check(CLI::IsMember({"train", "eval", "generate", "rotation", "sgemm", "fma-peak"}));
   app.add_option("--position", o.position, position_names("|"));
   app.add_option("--cmha-init", o.cmha_init, cmha_init_names("|"));
   app.add_option("--d-model", o.d_model);
@@ -142,15 +145,19 @@ inline Timings time_runs(const Options& o, const std::function<void()>& body) {
   });
 }
 
-// Tokens a repetition processes (generate: new tokens decoded; sgemm: one product).
+// Tokens a repetition processes (generate: new tokens decoded; sgemm: one
+// product; fma-peak: one run of the FMA chains).
 inline int64_t tokens_per_rep(const Options& o) {
-  if (o.workload == "sgemm") return 1;
+  if (o.workload == "sgemm" || o.workload == "fma-peak") return 1;
   return o.workload == "generate" ? o.new_tokens : o.batch * o.seq_len;
 }
 
 constexpr int64_t kSgemmSize = 1024;
+// Iterations of fma-peak's chains per thread and repetition: about 0.1 s of AVX-512 FMAs.
+constexpr int64_t kFmaPeakIters = 40'000'000;
 
-// The FLOPs of one repetition, when they are counted: sgemm's 2 n^3, and a
+// The FLOPs of one repetition, when they are counted (fma-peak's depend on the
+// CPU's vector width: compare_phasor reports them): sgemm's 2 n^3, and a
 // training step's model FLOPs, 6 x (the weights in matrix products: 4 d^2 + 3 d
 // d_ff per layer and the 256 x d output head) + 12 x layers x d x seq (the
 // attention's two products, forward and backward, causal mask not discounted)
@@ -196,6 +203,7 @@ inline void emit(const char* impl, const Options& o, const Timings& t, double ba
     j["gflops_per_s"] = flops / (med / 1000.0) / 1e9;
   }
   for (const auto& [k, v] : extra.items()) j[k] = v;
+  if (j.contains("flops_per_rep")) j["gflops_per_s"] = j["flops_per_rep"].get<double>() / (med / 1000.0) / 1e9;
   std::cout << j.dump() << std::endl;
 }
 

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "bench/compare_common.h"
+#include "bench/fma_peak.h"
 #include "tensor/cpu/openblas_core.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
@@ -50,7 +51,13 @@ int main(int argc, char** argv) {
     C::Timings ms;
     nlohmann::json extra = nlohmann::json::object();
 
-    if (o.workload == "sgemm") {
+    if (o.workload == "fma-peak") {
+      bench::FmaPeakRun run;
+      ms = C::time_runs(o, [&] { run = bench::fma_peak(o.threads, C::kFmaPeakIters); });
+      extra["flops_per_rep"] = run.flops;
+      extra["isa"] = run.isa;
+      extra["checksum"] = run.checksum;
+    } else if (o.workload == "sgemm") {
       const Tensor a = normal({C::kSgemmSize, C::kSgemmSize}, 0.0, 1.0, DType::Float32, &gen);
       const Tensor b = normal({C::kSgemmSize, C::kSgemmSize}, 0.0, 1.0, DType::Float32, &gen);
       ms = C::time_runs(o, [&] { ops::matmul(a, b); });

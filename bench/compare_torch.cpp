@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
     C::Timings ms;
     nlohmann::json extra = nlohmann::json::object();
 
+    if (o.workload == "fma-peak") {
+      std::fprintf(stderr, "compare_torch: fma-peak is the CPU's, not a library's: compare_phasor measures it\n");
+      return 2;
+    }
     if (o.workload == "sgemm") {
       const auto a = torch::randn({C::kSgemmSize, C::kSgemmSize}), b = torch::randn({C::kSgemmSize, C::kSgemmSize});
       ms = C::time_runs(o, [&] { torch::mm(a, b); });
