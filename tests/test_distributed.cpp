@@ -301,7 +301,7 @@ TEST_CASE("nccl: GPU gradients (float, complex, float64, strided) are averaged o
     CHECK(rc[2 * i + 1] == doctest::Approx(mean * c[i].imag()).epsilon(1e-6));
   }
 
-  // The two streams are ordered (NcclCommunicator, app/distributed.cpp): large
+  // The two streams are ordered (NcclCommunicator, app/distributed_nccl.cpp): large
   // gradients, one strided, that Phasor's stream is still computing (GEMMs)
   // when the all-reduce starts, in two rounds of different values, so that
   // NCCL's stream reading a staging copy before Phasor's stream wrote it, or
