@@ -6,17 +6,14 @@
 // OPENBLAS_CORETYPE chooses the kernels, but is read only at load time, so a
 // program calls use_best_openblas_core(argv) first thing in main: when the
 // core was mis-detected and the variable is unset, it sets it to the best
-// core the CPU supports and executes the program again.
+// core the CPU supports and executes the program again. Programs reach it
+// through tensor/startup.h, which declares use_best_openblas_core.
+#include "tensor/startup.h"
 
 namespace phasor {
 
 // The core to put in OPENBLAS_CORETYPE: the best this CPU supports when
 // OpenBLAS fell back to Prescott and the variable is unset; otherwise null.
 const char* openblas_core_to_set();
-
-// Re-executes the program with OPENBLAS_CORETYPE set when that gives it
-// faster kernels; returns (and the program goes on as it is) otherwise, or if
-// the re-execution fails. Set OPENBLAS_CORETYPE yourself to choose.
-void use_best_openblas_core(char** argv);
 
 }  // namespace phasor
