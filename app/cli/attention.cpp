@@ -1,0 +1,50 @@
+// `phasor attention`: one head's attention map for a text, as an SVG heat map.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "app/attention_map.h"
+#include "app/cli/command.h"
+#include "app/output_path.h"
+#include "models/data/corpus.h"
+#include "models/data/tokenizer.h"
+#include "models/model_io.h"
+
+namespace phasor::cli {
+
+namespace {
+
+class Attention final : public Command {
+ public:
+  Attention() : Command("attention", "draw one head's attention map for a text as an SVG heat map") {}
+
+  void add_flags(Flags& flags) override {
+    flags.option("--checkpoint", checkpoint_, "model.safetensors").required();
+    flags.option("--text", text_, "the text (one token per byte)").required();
+    flags.option("--layer", layer_, "layer index, from 0").required();
+    flags.option("--head", head_, "head index, from 0").required();
+    flags.option("--out", out_, "output SVG file").required();
+  }
+
+  int run(const Flags&) override {
+    check_output_path("attention", "--out", out_, {{"--checkpoint", checkpoint_}});
+    const auto model = load_model(checkpoint_);
+    const std::vector<int64_t> ids = ByteTokenizer().encode(text_);
+    const Tensor map = attention_map(*model, ids, layer_, head_);
+    const std::string title = "layer " + std::to_string(layer_) + ", head " + std::to_string(head_) + " (" +
+                              std::string(position_name(model->config().position)) + ")";
+    write_text_atomically(out_, attention_map_svg(map, ids, title));
+    std::printf("wrote %s\n", out_.c_str());
+    return 0;
+  }
+
+ private:
+  std::string checkpoint_, text_, out_;
+  int64_t layer_ = 0, head_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> attention_command() { return std::make_unique<Attention>(); }
+
+}  // namespace phasor::cli

@@ -1,0 +1,59 @@
+// `phasor eval`: loss and perplexity of a checkpoint over the spec's evaluation windows.
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/command.h"
+#include "app/evaluate.h"
+#include "models/data/corpus.h"
+#include "models/data/tokenizer.h"
+#include "models/model_io.h"
+
+namespace phasor::cli {
+
+namespace {
+
+class Eval final : public Command {
+ public:
+  Eval() : Command("eval", "loss and perplexity over the spec's evaluation windows") {}
+
+  void add_flags(Flags& flags) override {
+    flags.option("--checkpoint", checkpoint_, "model.safetensors").required();
+    flags.option("--data", data_, "a text file or a built-in corpus").required();
+    flags.option("--seq-len", seq_len_, "window length L").positive();
+    flags.option("--max-windows", max_windows_, "score at most K windows (0: all)").non_negative();
+    flags.option("--batch", batch_, "windows per forward pass (at most 2^20)").within(int64_t{1}, int64_t{1} << 20);
+    flags.option("--arith-problems", arith_problems_, "also score this many held-out arithmetic problems by greedy exact match (at most 100000)")
+        .within(int64_t{0}, int64_t{100'000});
+    flags.flag("--json", json_, "print one JSON object");
+  }
+
+  int run(const Flags&) override {
+    const auto model = load_model(checkpoint_);
+    check_positions_fit(model->config(), seq_len_, "eval: --seq-len");
+    const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data_)), seq_len_, max_windows_, batch_);
+    nlohmann::json out = {{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"windows", r.windows}, {"seq_len", r.seq_len}};
+    if (arith_problems_ > 0) out["exact_match"] = arith_exact_match(*model, static_cast<size_t>(arith_problems_));
+    if (json_) {
+      std::printf("%s\n", out.dump().c_str());
+    } else {
+      std::printf("loss %.4f nats/token, ppl %.3f over %ld windows of %ld tokens (%ld predictions)\n", r.loss, r.ppl,
+                  static_cast<long>(r.windows), static_cast<long>(r.seq_len), static_cast<long>(r.tokens));
+      if (arith_problems_ > 0)
+        std::printf("exact match %.4f on %ld held-out arithmetic problems\n", out["exact_match"].get<double>(), static_cast<long>(arith_problems_));
+    }
+    return 0;
+  }
+
+ private:
+  std::string checkpoint_, data_;
+  int64_t seq_len_ = 128, max_windows_ = 0, batch_ = 8, arith_problems_ = 0;
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> eval_command() { return std::make_unique<Eval>(); }
+
+}  // namespace phasor::cli

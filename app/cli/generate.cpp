@@ -1,0 +1,56 @@
+// `phasor generate`: continue a prompt with a checkpoint, streaming the text to stdout.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "app/cli/command.h"
+#include "app/cli/standard_output.h"
+#include "app/evaluate.h"
+#include "models/model_io.h"
+
+namespace phasor::cli {
+
+namespace {
+
+class Generate final : public Command {
+ public:
+  Generate() : Command("generate", "continue a prompt, streaming the text") {}
+
+  void add_flags(Flags& flags) override {
+    flags.option("--checkpoint", checkpoint_, "model.safetensors").required();
+    flags.option("--prompt", prompt_, "the text to continue (one token per byte)").required();
+    flags.option("--tokens", sample_.tokens, "tokens to generate (default 200)").non_negative();
+    flags.option("--temperature", sample_.temperature, "sampling temperature (default 0.8; 0: greedy; at most 1000)").finite_within(0, 1000);
+    flags.option("--top-k", sample_.top_k, "sample from the K likeliest tokens only (default 0: all)").within(int64_t{0}, int64_t{1} << 31);
+    flags.option("--seed", sample_.seed, "seed of the sampling (default 0)");
+  }
+
+  int run(const Flags&) override {
+    const auto model = load_model(checkpoint_);
+    const std::vector<int64_t> ids = encode_prompt(prompt_, model->config().vocab_size);
+    // The prompt is echoed once generation has started, so a refusal prints nothing on stdout.
+    bool echoed = false;
+    const auto echo_prompt = [&] {
+      if (!echoed) std::fputs(prompt_.c_str(), stdout);
+      echoed = true;
+    };
+    generate(*model, ids, sample_, [&](int64_t t) {
+      echo_prompt();
+      std::fputc(static_cast<int>(t), stdout);
+      check_stdout();  // a full disk or a closed pipe stops the generation
+    });
+    echo_prompt();
+    std::fputc('\n', stdout);
+    return 0;
+  }
+
+ private:
+  std::string checkpoint_, prompt_;
+  SampleOptions sample_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> generate_command() { return std::make_unique<Generate>(); }
+
+}  // namespace phasor::cli

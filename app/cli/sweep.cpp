@@ -1,0 +1,72 @@
+// `phasor sweep`: every variant on every task with several seeds; resumable (docs/RESULTS.md).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "app/cli/command.h"
+#include "app/output_path.h"
+#include "app/sweep.h"
+#include "tensor/error.h"
+
+namespace phasor::cli {
+
+namespace {
+
+class Sweep final : public Command {
+ public:
+  Sweep() : Command("sweep", "train and evaluate every variant on every task with several seeds (docs/RESULTS.md)") {}
+
+  void add_flags(Flags& flags) override {
+    flags.option("--preset", preset_, "quick (a 2-core CPU, under 40 minutes), long (long context to 65,536 positions, 2 cores, about an hour) or full (a GPU)")
+        .one_of({"quick", "long", "full"});
+    flags.option("--out", out_, "folder of the sweep; rerunning continues it").required();
+    flags.option("--jobs", jobs_, "cells trained at once (default: the preset's)").within(1, 256);
+    flags.option("--steps", steps_, "training steps per cell (default: the preset's)").within(int64_t{1}, int64_t{1'000'000'000'000});
+    flags.option("--seeds", seeds_, "seeds per cell (default: the preset's)").within(int64_t{1}, int64_t{100});
+    flags.option("--eval-tokens", eval_tokens_, "predictions scored per evaluation length (default: the preset's)").within(int64_t{1}, int64_t{1} << 31);
+    flags.option("--arith-problems", arith_, "held-out problems for arith exact match (default: the preset's)").within(int64_t{0}, int64_t{100'000});
+    flags.option("--tasks", tasks_, "only these of the preset's tasks (kjv, code, arith)").one_of({"kjv", "code", "arith"});
+    flags.option("--throughput-rounds", rounds_, "rounds of the throughput measurement (default: the preset's)").within(int64_t{0}, int64_t{100});
+    flags.option("--device", device_, "cpu or cuda (default: the preset's)").one_of({"cpu", "cuda"});
+    flags.flag("--report-only", report_only_, "only rewrite report.md and the plots from the results so far");
+    flags.option("--cell", cell_, "run one cell of an existing sweep in this process (what the sweep itself starts)");
+  }
+
+  int run(const Flags&) override {
+    PHASOR_CHECK(!is_run_folder(out_), "sweep: --out '", out_, "' holds a training run, not a sweep; choose another --out");
+    if (!cell_.empty()) {
+      run_sweep_cell(out_, cell_);
+      return 0;
+    }
+    if (!report_only_) {
+      SweepPlan plan = sweep_preset(preset_);
+      if (jobs_ > 0) plan.jobs = jobs_;
+      if (steps_ > 0) plan.steps = steps_, plan.warmup = std::min(plan.warmup, steps_ / 10);
+      if (seeds_ > 0) plan.seeds = seeds_;
+      if (eval_tokens_ > 0) plan.eval_tokens = eval_tokens_;
+      if (arith_ >= 0) plan.arith_problems = arith_;
+      if (rounds_ >= 0) plan.throughput_rounds = rounds_;
+      if (!tasks_.empty()) plan.tasks = tasks_;
+      if (!device_.empty()) plan.device = device_;
+      run_sweep(plan, out_, std::filesystem::read_symlink("/proc/self/exe").string());
+    }
+    write_sweep_report(out_);
+    std::printf("wrote %s/report.md\n", out_.c_str());
+    return 0;
+  }
+
+ private:
+  std::string preset_ = "quick", out_, cell_, device_;
+  int64_t steps_ = 0, seeds_ = 0, eval_tokens_ = 0, arith_ = -1, rounds_ = -1;
+  std::vector<std::string> tasks_;
+  int jobs_ = 0;
+  bool report_only_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> sweep_command() { return std::make_unique<Sweep>(); }
+
+}  // namespace phasor::cli
