@@ -1,9 +1,9 @@
 #pragma once
 // Option tables: one row per field of an options struct (ModelConfig here,
-// TrainOptions in models/train.h) with its name, member, bound and help. The
+// TrainOptions in app/train.h) with its name, member, bound and help. The
 // one row serves the JSON form (fields_to_json, read_field), validate()
 // (check_bounds) and the `phasor train` flag, --<name> with '-' for '_'
-// (models/main.cpp).
+// (app/cli/field_flags.h).
 #include <cstdint>
 #include <cstdio>
 #include <limits>
