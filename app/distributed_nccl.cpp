@@ -10,7 +10,7 @@
 
 #include "app/distributed_flat.h"
 #include "app/distributed_mpi.h"
-#include "cuda/runtime.h"  // gpu::stream(): the one stream Phasor's CUDA backend queues everything on
+#include "cuda/cuda.h"  // gpu::native_stream(): the one stream Phasor's CUDA backend queues everything on
 #include "tensor/ops.h"
 
 namespace phasor::distributed {
@@ -20,9 +20,9 @@ namespace {
 // Gradients on a GPU are averaged by NCCL on device buffers; MPI carries only
 // NCCL's unique id (once), the scalars and barriers.
 //
-// Two streams take part: Phasor's (gpu::stream()), on which the backend queues
-// every kernel and copy, the gradients' and the contiguous staging copies of
-// strided gradients made here; and NCCL's own (stream_), which copies the
+// Two streams take part: Phasor's (gpu::native_stream()), on which the backend
+// queues every kernel and copy, the gradients' and the contiguous staging
+// copies of strided gradients made here; and NCCL's own (stream_), which copies the
 // gradients into the flat buffer, all-reduces it and copies the means back.
 // Nothing orders two streams but events: NCCL's stream waits for `staged_`,
 // recorded on Phasor's stream once every staging copy is queued, before it reads
@@ -50,7 +50,7 @@ class NcclCommunicator final : public MpiCommunicator {
                    g.defined() ? g.device() : kCPU, "; train on a GPU (--device cuda) or use --distributed mpi");
     cuda_check(cudaSetDevice(device.index), "cudaSetDevice");
     if (nccl_ == nullptr) connect(start);
-    const cudaStream_t phasor_stream = gpu::stream();
+    const cudaStream_t phasor_stream = gpu::native_stream();
 
     std::vector<Flat> flats = plan_flat(grads, "all_reduce_mean");
     size_t bytes = 0;

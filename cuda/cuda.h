@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+struct CUstream_st;  // cudaStream_t is a CUstream_st*, in CUDA and in the CUDA simulator
+
 namespace phasor::gpu {
 
 // Registers the allocator, the backend and the host <-> device copy of device
@@ -42,6 +44,9 @@ void reset_peak_memory();
 void empty_cache();
 // Waits for all queued work on Phasor's stream.
 void synchronize();
+// Phasor's stream (a cudaStream_t), on which the backend queues all its work:
+// for code that orders its own CUDA work with it through events (NCCL).
+CUstream_st* native_stream();
 
 // TF32 tensor-core GEMMs for float32 (off by default; also PHASOR_TF32=1).
 void set_allow_tf32(bool allow);

@@ -364,6 +364,7 @@ void empty_cache() {
   if (available()) allocator().empty_cache();
 }
 void synchronize() { check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize"); }
+CUstream_st* native_stream() { return stream(); }
 void set_allow_tf32(bool allow) { tf32_flag.store(allow); }
 bool allow_tf32() { return tf32_flag.load(); }
 
