@@ -53,6 +53,9 @@ ncclResult_t setup_state(ncclComm_t* comm, ncclUniqueId id, int rank) {
 }
 
 void child() {
+  // The case watches queued all-reduces wait for the other rank: with
+  // PHASOR_SIM_DEFER=0 a queued one would run, and wait, at once.
+  setenv("PHASOR_SIM_DEFER", "1", 1);
   int initialized = 0, provided = 0, rank = 0, world = 0;
   MPI_Initialized(&initialized);
   if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
