@@ -1,6 +1,6 @@
 #pragma once
 // The `phasor` command line's face of CLI11, so that only command_line.cpp
-// compiles CLI11's headers: Flags, through which a command (app/cli/command.h)
+// includes CLI11's headers: Flags, through which a command (app/cli/command.h)
 // declares its flags and reads what was given, and CommandLine, the parser
 // app/main.cpp builds from every command.
 // May include: the standard library only.
