@@ -334,3 +334,28 @@ TEST_CASE("nccl: GPU gradients (float, complex, float64, strided) are averaged o
   }
   finalize_distributed();
 }
+
+#ifdef PHASOR_CUDA_SIM
+// On the CUDA simulator the NCCL transport averages as the MPI transport does
+// (the simulator's ncclAvg is MPI's sum divided by the ranks), so 2 ranks
+// training on device cuda through either end with the same bytes. On GPUs
+// NCCL may round its mean differently, and needs one GPU per rank.
+TEST_CASE("nccl: on the CUDA simulator, --distributed nccl trains exactly as --distributed mpi") {
+  if (std::getenv("PHASOR_NCCL_CHILD") != nullptr) return;  // the case above's ranks
+  SKIP_WITHOUT_MPI();
+  const std::string common = "--steps 2 --device cuda --dist-timeout 60";
+  const fs::path mpi = fresh_dir("sim_mpi"), nccl = fresh_dir("sim_nccl");
+  const Cli a = mpirun(2, train_args(mpi, 2, common + " --distributed mpi"));
+  REQUIRE_MESSAGE(a.status == 0, a.out, a.err);
+  const Cli b = mpirun(2, train_args(nccl, 2, common + " --distributed nccl"));
+  REQUIRE_MESSAGE(b.status == 0, b.out, b.err);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    CAPTURE(file);
+    CHECK(read_bytes(latest_folder(mpi) / file) == read_bytes(latest_folder(nccl) / file));
+  }
+  const std::vector<Json> la = log_lines(mpi), lb = log_lines(nccl);
+  REQUIRE(la.size() == lb.size());
+  for (size_t i = 0; i < la.size(); ++i)
+    if (la[i].contains("loss")) CHECK(la[i]["loss"] == lb[i]["loss"]);
+}
+#endif
