@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/helpers.h"
+#include "tests/skip.h"
 
 using namespace phasor::test;
 namespace fs = std::filesystem;
@@ -147,6 +148,7 @@ void child() {
 
 TEST_CASE("the simulator's NCCL: NCCL's error codes, stream order, abort and setup checks on 2 ranks") {
   if (std::getenv("PHASOR_SIM_NCCL_CHILD") != nullptr) return child();
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) PHASOR_SKIP_UNLESS_REQUIRED("mpirun is not on PATH (openmpi-bin)");
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const fs::path dir = scratch_root("sim_nccl");
   const Cli r = run_shell("timeout -k 5 120 mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none "
