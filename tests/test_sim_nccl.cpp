@@ -86,7 +86,7 @@ void child() {
   const float scale = static_cast<float>(rank + 1);
   DeviceFloats x({1 * scale, 2 * scale, 3 * scale, 4 * scale});
   std::vector<float> host(4);
-  CHECK(ncclAllReduce(x.p, x.p, 4, static_cast<ncclDataType_t>(42), ncclSum, comm, stream) == ncclInvalidArgument);
+  CHECK(ncclAllReduce(x.p, x.p, 4, static_cast<ncclDataType_t>(13), ncclSum, comm, stream) == ncclInvalidArgument);
   CHECK(ncclAllReduce(x.p, x.p, 4, ncclFloat32, static_cast<ncclRedOp_t>(9), comm, stream) == ncclInvalidArgument);
   CHECK(ncclAllReduce(x.p, x.p, 4, ncclFloat32, ncclSum, nullptr, stream) == ncclInvalidArgument);
   CHECK(ncclAllReduce(host.data(), x.p, 4, ncclFloat32, ncclSum, comm, stream) == ncclInvalidArgument);  // not device memory
