@@ -566,7 +566,7 @@ __global__ void attention_forward_simple_kernel(const Attn<T> a) {
     const T alpha = ex(m - mx);
     const T p = n < n_end ? ex(x - mx) : T(0);
     ps[t] = p;
-    l = l * alpha + block_sum(p);  // its barriers publish ps
+    l = l * alpha + block_sum(p);  // its barriers publish ps; the next chunk's block_reduce waits for its readers
     m = mx;
     const int count = static_cast<int>(smaller<int64_t>(kSimpleThreads, n_end - k0));
     for (int e = t; e < a.d; e += kSimpleThreads) {
@@ -574,7 +574,6 @@ __global__ void attention_forward_simple_kernel(const Attn<T> a) {
       for (int c = 0; c < count; ++c) sum += ps[c] * a.v.at(b, k0 + c, h, a.d)[e];
       acc[e] = sum;
     }
-    __syncthreads();  // ps is rewritten by the next chunk
   }
   T* out = a.out + ((b * a.nq + qi) * a.h + h) * a.d;
   for (int e = t; e < a.d; e += kSimpleThreads) out[e] = acc[e] / l;

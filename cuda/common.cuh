@@ -83,14 +83,14 @@ struct MaxOp {
   __device__ T operator()(T a, T b) const { return b > a ? b : a; }
 };
 
-// The reduction of v over the block, returned to every thread.
+// The reduction of v over the block, returned to every thread. Two calls with
+// the same T and Op share s: a barrier must separate them.
 template <class T, class Op>
 __device__ T block_reduce(T v, Op op, T identity) {
   __shared__ __align__(16) unsigned char raw[32 * sizeof(cplx<double>)];
   T* s = reinterpret_cast<T*>(raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   for (int o = 16; o > 0; o >>= 1) v = op(v, shfl_down(v, o));
-  __syncthreads();  // the previous call's readers are done with s
   if (lane == 0) s[warp] = v;
   __syncthreads();
   if (warp == 0) {
