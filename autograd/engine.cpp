@@ -100,8 +100,11 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   return {};
 }
 
-SavedTensor::SavedTensor(const Tensor& t, Role role) : tensor_(t.defined() ? t.detach() : Tensor()), output_(role == Role::Output) {
-  if (!t.defined()) return;
+SavedTensor::SavedTensor(const Tensor& t, Role role) : output_(role == Role::Output) {
+  // A SavedTensor lives in a closure for record(), which keeps none with grad
+  // mode off: nothing is saved then (no detached alias is allocated).
+  if (!t.defined() || !GradMode::enabled()) return;
+  tensor_ = t.detach();
   version_ = t.storage()->version();
   if (!output_ && t.requires_grad()) original_ = t;
 }
@@ -123,31 +126,24 @@ Tensor SavedTensor::get() const {
   return tensor_;
 }
 
-bool any_requires_grad(std::initializer_list<Tensor> inputs) {
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
+bool needs_recording(const Tensor* inputs, size_t count) {
+  if (!GradMode::enabled()) return false;
+  for (size_t i = 0; i < count; ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) return true;
   return false;
 }
 
-Tensor record(const char* name, const Tensor& out, const std::vector<Tensor>& inputs, FunctionNode::Backward backward) {
-  if (!GradMode::enabled()) return out;
-  bool needed = false;
-  for (const Tensor& t : inputs) needed = needed || (t.defined() && t.requires_grad());
-  if (!needed) return out;
+Tensor attach_node(const char* name, const Tensor& out, const Tensor* inputs, size_t count, FunctionNode::Backward backward) {
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
-  for (const Tensor& t : inputs) node->add_input(t);
+  for (size_t i = 0; i < count; ++i) node->add_input(inputs[i]);
   // A view shares storage with its input but needs its own autograd identity.
   Tensor result = out;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.impl() == out.impl()) result = out.detach();
+  for (size_t i = 0; i < count; ++i)
+    if (inputs[i].defined() && inputs[i].impl() == out.impl()) result = out.detach();
   AutogradMeta& m = meta(result);
   m.requires_grad = true;
   m.grad_fn = std::move(node);
   return result;
-}
-
-Tensor record(const char* name, const Tensor& out, std::initializer_list<Tensor> inputs, FunctionNode::Backward backward) {
-  return record(name, out, std::vector<Tensor>(inputs), std::move(backward));
 }
 
 namespace {

@@ -7,8 +7,10 @@
 // real/complex promotion: the engine sums broadcast dims away and takes the
 // real part for real inputs (the convention of docs/design.md, "Complex gradients").
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -74,7 +76,9 @@ class AccumulateGrad final : public Node {
   std::weak_ptr<TensorImpl> leaf_;
 };
 
-// A tensor saved for backward. get() refuses if it was modified in place since.
+// A tensor saved for backward, captured by a closure given to record(). get()
+// refuses if it was modified in place since. Made with grad mode off, when
+// record() keeps no closure, it saves nothing.
 //
 // A first-order backward (grad mode off) reads the detached copy. Under
 // create_graph (grad mode on during backward) get() returns a tensor with
@@ -98,11 +102,25 @@ class SavedTensor {
   bool output_ = false;
 };
 
+// Whether an op on these inputs is recorded: grad mode is on and an input requires grad.
+bool needs_recording(const Tensor* inputs, size_t count);
+// The recording step of record(): a node for `backward` linked to the inputs' edges.
+Tensor attach_node(const char* name, const Tensor& out, const Tensor* inputs, size_t count, FunctionNode::Backward backward);
+
 // Records `out` as the result of op `name` on `inputs` when grad mode is on and
-// any input requires grad; returns `out` (now carrying its grad_fn).
-Tensor record(const char* name, const Tensor& out, std::initializer_list<Tensor> inputs, FunctionNode::Backward backward);
-Tensor record(const char* name, const Tensor& out, const std::vector<Tensor>& inputs, FunctionNode::Backward backward);
-bool any_requires_grad(std::initializer_list<Tensor> inputs);
+// any input requires grad; returns `out` (now carrying its grad_fn). The
+// closure is taken as it is and turned into a FunctionNode::Backward only when
+// recorded, so an op with grad off (or on constants) allocates nothing here.
+template <class Backward>
+Tensor record(const char* name, const Tensor& out, std::initializer_list<Tensor> inputs, Backward&& backward) {
+  if (!needs_recording(inputs.begin(), inputs.size())) return out;
+  return attach_node(name, out, inputs.begin(), inputs.size(), FunctionNode::Backward(std::forward<Backward>(backward)));
+}
+template <class Backward>
+Tensor record(const char* name, const Tensor& out, const std::vector<Tensor>& inputs, Backward&& backward) {
+  if (!needs_recording(inputs.data(), inputs.size())) return out;
+  return attach_node(name, out, inputs.data(), inputs.size(), FunctionNode::Backward(std::forward<Backward>(backward)));
+}
 
 // Runs backward from `roots` seeded with `grads` (the engine), accumulating
 // into the .grad of the leaves. With create_graph the derivative formulas run
