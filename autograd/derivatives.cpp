@@ -8,13 +8,11 @@
 // engine then sums broadcast dims away and takes the real part for real
 // inputs (autograd/engine.cpp), so none of that is repeated here.
 //
-// A first-order backward runs with grad mode off, so the operators below
-// compute directly and record nothing. Under create_graph (autograd/engine.cpp)
-// grad mode is on during backward: the same formulas then record a graph, so
-// every derivative is itself differentiable. Where a formula needs a raw
-// kernel, it calls it through bw:: below, which takes the raw kernel when grad
-// mode is off (the first-order path costs what it did) and the
-// differentiable op when it is on.
+// A first-order backward runs with grad mode off, so the ops below compute
+// directly and record nothing (record() then costs nothing: autograd/node.h).
+// Under create_graph (autograd/engine.cpp) grad mode is on during backward:
+// the same formulas then record a graph, so every derivative is itself
+// differentiable.
 #include <cfloat>
 #include <cmath>
 #include <numeric>
@@ -31,78 +29,33 @@ using ops::Unary;
 
 namespace {
 Tensor imag_unit(const Tensor& like) { return scalar_tensor(c128(0, 1), complex_dtype(real_dtype(like.dtype()))); }
-}  // namespace
 
-// Kernels for derivative formulas: raw when grad mode is off, recorded under create_graph.
-namespace bw {
-namespace {
-bool recording() { return GradMode::enabled(); }
-// conj for complex tensors, identity (no copy) for real ones.
-Tensor cj(const Tensor& t) {
-  if (!t.is_complex()) return t;
-  return recording() ? phasor::conj(t) : ops::unary(Unary::Conj, t);
-}
-Tensor reshape(const Tensor& t, const Dims& s) { return recording() ? phasor::reshape(t, s) : ops::reshape(t, s); }
-Tensor permute(const Tensor& t, const Dims& o) { return recording() ? phasor::permute(t, o) : ops::permute(t, o); }
-Tensor transpose(const Tensor& t, int64_t a, int64_t b) { return recording() ? phasor::transpose(t, a, b) : ops::transpose(t, a, b); }
-Tensor expand(const Tensor& t, const Dims& s) { return recording() ? phasor::expand(t, s) : ops::expand(t, s); }
-Tensor unsqueeze(const Tensor& t, int64_t d) { return recording() ? phasor::unsqueeze(t, d) : ops::unsqueeze(t, d); }
-Tensor narrow(const Tensor& t, int64_t d, int64_t start, int64_t n) {
-  return recording() ? phasor::narrow(t, d, start, n) : ops::narrow(t, d, start, n);
-}
-Tensor contiguous(const Tensor& t) { return recording() ? phasor::contiguous(t) : ops::contiguous(t); }
-Tensor view_as_real(const Tensor& t) { return recording() ? phasor::view_as_real(t) : ops::view_as_real(t); }
-Tensor view_as_complex(const Tensor& t) { return recording() ? phasor::view_as_complex(t) : ops::view_as_complex(t); }
-Tensor real(const Tensor& t) { return recording() ? phasor::real(t) : ops::real(t); }
-Tensor imag(const Tensor& t) { return recording() ? phasor::imag(t) : ops::imag(t); }
-Tensor complex(const Tensor& re, const Tensor& im) { return recording() ? phasor::complex(re, im) : ops::complex(re, im); }
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return recording() ? phasor::where(c, a, b) : ops::where(c, a, b); }
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  return recording() ? phasor::sum(t, dims, keepdim) : ops::sum(t, dims, keepdim);
-}
-Tensor matmul(const Tensor& a, const Tensor& b, MatOp op_a, MatOp op_b) {
-  return recording() ? phasor::matmul(a, b, op_a, op_b) : ops::matmul(a, b, op_a, op_b);
-}
-Tensor index_add(const Tensor& x, int64_t d, const Tensor& index, const Tensor& src) {
-  return recording() ? phasor::index_add(x, d, index, src) : ops::index_add(x, d, index, src);
-}
-Tensor index_select(const Tensor& x, int64_t d, const Tensor& index) {
-  return recording() ? phasor::index_select(x, d, index) : ops::index_select(x, d, index);
-}
-Tensor scatter_add(const Dims& shape, int64_t d, const Tensor& index, const Tensor& src) {
-  return recording() ? phasor::scatter_add(shape, d, index, src) : ops::scatter_add(shape, d, index, src);
-}
-Tensor to_device(const Tensor& t, Device device) { return recording() ? phasor::to(t, device) : ops::to_device(t, device); }
-Tensor pow(const Tensor& a, const Tensor& b) { return recording() ? phasor::pow(a, b) : ops::binary(Binary::Pow, a, b); }
-Tensor pow(const Tensor& a, double e) { return recording() ? phasor::pow(a, e) : ops::pow_scalar(a, e); }
-Tensor sin(const Tensor& t) { return recording() ? phasor::sin(t) : ops::unary(Unary::Sin, t); }
-Tensor cos(const Tensor& t) { return recording() ? phasor::cos(t) : ops::unary(Unary::Cos, t); }
-Tensor sigmoid(const Tensor& t) { return recording() ? phasor::sigmoid(t) : ops::unary(Unary::Sigmoid, t); }
-Tensor abs(const Tensor& t) { return recording() ? phasor::abs(t) : ops::unary(Unary::Abs, t); }
-Tensor polar(const Tensor& r, const Tensor& theta) { return recording() ? phasor::polar(r, theta) : ops::polar(r, theta); }
-Tensor gelu_derivative(const Tensor& t) { return recording() ? phasor::gelu_derivative(t) : ops::unary(Unary::GeluDerivative, t); }
-// sign(x) for real x (a constant: its derivative is 0 almost everywhere);
-// sgn(z) = z / |z| for complex z, 0 at z = 0, differentiable under create_graph.
-Tensor sgn(const Tensor& t) {
-  if (!recording() || !t.is_complex()) return ops::unary(Unary::Sign, t);
-  const Tensor r = phasor::abs(t);
-  const Tensor zero = eq(r, zeros({}, r.dtype()));
-  return phasor::where(zero, zeros({}, t.dtype()), t / phasor::where(zero, ones({}, r.dtype()), r));
-}
 // A gradient shaped like `shape` that is `g` inside the slice and zero elsewhere
 // (raw_slice and slice: the same slice as a raw view and as a differentiable op).
 template <class RawSlice, class Slice>
 Tensor embed(const Tensor& g, const Dims& shape, RawSlice raw_slice, Slice slice) {
   Tensor out = zeros(shape, g.dtype(), g.device());
   ops::copy_(raw_slice(out), g);
-  if (!recording()) return out;
   return record("embed", out, {g}, [slice](const Tensor& gg) -> Grads { return {slice(gg)}; });
 }
+
+// sgn(x) = sign(x) for real x, a constant (derivative 0 almost everywhere);
+// sgn(z) = z / |z| for complex z, 0 at z = 0. Its derivatives, from
+// d sgn/dz = 1 / (2|z|) and d sgn/dz* = -sgn(z)^2 / (2|z|), give
+// G_z = (G - conj(G) sgn(z)^2) / (2|z|), taken as 0 at z = 0.
+Tensor sgn(const Tensor& t) {
+  Tensor out = ops::unary(Unary::Sign, t);
+  if (!t.is_complex()) return out;
+  return record("sgn", out, {t}, [st = SavedTensor(t), so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads {
+    const Tensor s = so.get(), r = abs(st.get());
+    const Tensor zero = eq(r, zeros({}, r.dtype()));
+    return {where(zero, zeros({}, g.dtype()), (g - conj(g) * s * s) / (2.0 * where(zero, ones({}, r.dtype()), r)))};
+  });
+}
 }  // namespace
-}  // namespace bw
+
 
 namespace {
-using bw::cj;
 // The shape `x` reduced over `dims` with keepdim.
 Dims keepdim_shape(const Dims& shape, const std::vector<int64_t>& dims) {
   Dims out = shape;
@@ -127,28 +80,28 @@ Tensor scalar_like(const Tensor& like, c128 value) {
 // ---------------------------------------------------------------- views
 
 Tensor reshape(const Tensor& t, const Dims& shape) {
-  return record("reshape", ops::reshape(t, shape), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {bw::reshape(g, in)}; });
+  return record("reshape", ops::reshape(t, shape), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {reshape(g, in)}; });
 }
 Tensor view(const Tensor& t, const Dims& shape) {
-  return record("view", ops::view(t, shape), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {bw::reshape(g, in)}; });
+  return record("view", ops::view(t, shape), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {reshape(g, in)}; });
 }
 Tensor permute(const Tensor& t, const Dims& order) {
   Dims inverse = Dims::filled(order.size(), 0);
   for (int i = 0; i < order.size(); ++i) inverse[wrap_dim(order[i], t.dim(), "permute")] = i;
-  return record("permute", ops::permute(t, order), {t}, [inverse](const Tensor& g) -> Grads { return {bw::permute(g, inverse)}; });
+  return record("permute", ops::permute(t, order), {t}, [inverse](const Tensor& g) -> Grads { return {permute(g, inverse)}; });
 }
 Tensor transpose(const Tensor& t, int64_t d0, int64_t d1) {
-  return record("transpose", ops::transpose(t, d0, d1), {t}, [=](const Tensor& g) -> Grads { return {bw::transpose(g, d0, d1)}; });
+  return record("transpose", ops::transpose(t, d0, d1), {t}, [=](const Tensor& g) -> Grads { return {transpose(g, d0, d1)}; });
 }
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   return record("narrow", ops::narrow(t, dim, start, length), {t}, [=, in = t.shape()](const Tensor& g) -> Grads {
-    return {bw::embed(g, in, [&](const Tensor& o) { return ops::narrow(o, dim, start, length); },
-                      [=](const Tensor& o) { return narrow(o, dim, start, length); })};
+    return {embed(g, in, [&](const Tensor& o) { return ops::narrow(o, dim, start, length); },
+                  [=](const Tensor& o) { return narrow(o, dim, start, length); })};
   });
 }
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   return record("select", ops::select(t, dim, index), {t}, [=, in = t.shape()](const Tensor& g) -> Grads {
-    return {bw::embed(g, in, [&](const Tensor& o) { return ops::select(o, dim, index); },
+    return {embed(g, in, [&](const Tensor& o) { return ops::select(o, dim, index); },
                       [=](const Tensor& o) { return select(o, dim, index); })};
   });
 }
@@ -156,24 +109,24 @@ Tensor expand(const Tensor& t, const Dims& shape) {
   return record("expand", ops::expand(t, shape), {t}, [](const Tensor& g) -> Grads { return {g}; });  // engine sums
 }
 Tensor squeeze(const Tensor& t, int64_t dim) {
-  return record("squeeze", ops::squeeze(t, dim), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {bw::reshape(g, in)}; });
+  return record("squeeze", ops::squeeze(t, dim), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {reshape(g, in)}; });
 }
 Tensor unsqueeze(const Tensor& t, int64_t dim) {
-  return record("unsqueeze", ops::unsqueeze(t, dim), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {bw::reshape(g, in)}; });
+  return record("unsqueeze", ops::unsqueeze(t, dim), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {reshape(g, in)}; });
 }
 Tensor flatten(const Tensor& t, int64_t start, int64_t end) {
-  return record("flatten", ops::flatten(t, start, end), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {bw::reshape(g, in)}; });
+  return record("flatten", ops::flatten(t, start, end), {t}, [in = t.shape()](const Tensor& g) -> Grads { return {reshape(g, in)}; });
 }
 // z -> (x, y) pairs: G_z = G_x + i G_y, the pairs read back as a complex number.
 Tensor view_as_real(const Tensor& t) {
   return record("view_as_real", ops::view_as_real(t), {t}, [](const Tensor& g) -> Grads {
     // The pairs must start at an even offset (a slice of a gradient may not): copy then.
     const bool aligned = g.is_contiguous() && g.impl()->offset % 2 == 0;
-    return {bw::view_as_complex(aligned ? g : bw::recording() ? clone(g) : ops::clone(g))};
+    return {view_as_complex(aligned ? g : clone(g))};
   });
 }
 Tensor view_as_complex(const Tensor& t) {
-  return record("view_as_complex", ops::view_as_complex(t), {t}, [](const Tensor& g) -> Grads { return {bw::view_as_real(g)}; });
+  return record("view_as_complex", ops::view_as_complex(t), {t}, [](const Tensor& g) -> Grads { return {view_as_real(g)}; });
 }
 // Re z: dL/dx = G, dL/dy = 0, so G_z = G (a real gradient; the engine widens it).
 Tensor real(const Tensor& t) {
@@ -182,7 +135,7 @@ Tensor real(const Tensor& t) {
 }
 // Im z: dL/dx = 0, dL/dy = G, so G_z = i G.
 Tensor imag(const Tensor& t) {
-  return record("imag", ops::imag(t), {t}, [](const Tensor& g) -> Grads { return {bw::complex(zeros({}, g.dtype()), g)}; });
+  return record("imag", ops::imag(t), {t}, [](const Tensor& g) -> Grads { return {complex(zeros({}, g.dtype()), g)}; });
 }
 Tensor contiguous(const Tensor& t) {
   if (t.is_contiguous()) return t;
@@ -199,7 +152,7 @@ Tensor to(const Tensor& t, DType dtype) {
 Tensor to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   return record("to_device", ops::to_device(t, device), {t}, [from = t.device()](const Tensor& g) -> Grads {
-    return {bw::to_device(g, from)};
+    return {to(g, from)};
   });
 }
 
@@ -216,15 +169,15 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   return record("mul", ops::binary(Binary::Mul, a, b), {a, b},
                 [sa = SavedTensor(need_b ? a : Tensor()), sb = SavedTensor(need_a ? b : Tensor())](const Tensor& g) -> Grads {
-                  return {sb.defined() ? g * cj(sb.get()) : Tensor(), sa.defined() ? g * cj(sa.get()) : Tensor()};
+                  return {sb.defined() ? g * conj(sb.get()) : Tensor(), sa.defined() ? g * conj(sa.get()) : Tensor()};
                 });
 }
 // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b.
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = ops::binary(Binary::Div, a, b);
   return record("div", out, {a, b}, [sb = SavedTensor(b), so = SavedTensor(out, SavedTensor::Role::Output), need_b = b.requires_grad()](const Tensor& g) -> Grads {
-    const Tensor grad_a = g / cj(sb.get());
-    return {grad_a, need_b ? -grad_a * cj(so.get()) : Tensor()};
+    const Tensor grad_a = g / conj(sb.get());
+    return {grad_a, need_b ? -grad_a * conj(so.get()) : Tensor()};
   });
 }
 // d(a^b)/da = b a^(b-1), d(a^b)/db = a^b log a.
@@ -233,14 +186,14 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return record("pow", out, {a, b},
                 [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out, SavedTensor::Role::Output), need_b = b.requires_grad()](const Tensor& g) -> Grads {
                   const Tensor x = sa.get(), p = sb.get();
-                  const Tensor grad_a = g * cj(p * bw::pow(x, p - 1.0));
-                  return {grad_a, need_b ? g * cj(so.get() * log(x)) : Tensor()};
+                  const Tensor grad_a = g * conj(p * pow(x, p - 1.0));
+                  return {grad_a, need_b ? g * conj(so.get() * log(x)) : Tensor()};
                 });
 }
 Tensor pow(const Tensor& a, double exponent) {
   return record("pow", ops::pow_scalar(a, exponent), {a}, [sa = SavedTensor(a), exponent](const Tensor& g) -> Grads {
     if (exponent == 0.0) return {zeros(g.shape(), g.dtype(), g.device())};
-    return {g * cj(exponent * bw::pow(sa.get(), exponent - 1.0))};
+    return {g * conj(exponent * pow(sa.get(), exponent - 1.0))};
   });
 }
 // The larger input takes the gradient; ties share it equally (as PyTorch).
@@ -275,33 +228,33 @@ Tensor neg(const Tensor& x) {
 // (e^z)' = e^z.
 Tensor exp(const Tensor& x) {
   Tensor out = ops::unary(Unary::Exp, x);
-  return record("exp", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads { return {g * cj(so.get())}; });
+  return record("exp", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads { return {g * conj(so.get())}; });
 }
 // (log z)' = 1/z.
 Tensor log(const Tensor& x) {
-  return record("log", ops::unary(Unary::Log, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads { return {g / cj(sx.get())}; });
+  return record("log", ops::unary(Unary::Log, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads { return {g / conj(sx.get())}; });
 }
 // (sqrt z)' = 1 / (2 sqrt z).
 Tensor sqrt(const Tensor& x) {
   Tensor out = ops::unary(Unary::Sqrt, x);
-  return record("sqrt", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads { return {g / (2.0 * cj(so.get()))}; });
+  return record("sqrt", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads { return {g / (2.0 * conj(so.get()))}; });
 }
 // (z^-1/2)' = -z^-3/2 / 2.
 Tensor rsqrt(const Tensor& x) {
   Tensor out = ops::unary(Unary::Rsqrt, x);
   return record("rsqrt", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads {
-    const Tensor r = cj(so.get());
+    const Tensor r = conj(so.get());
     return {g * (-0.5) * r * r * r};
   });
 }
 Tensor sin(const Tensor& x) {
   return record("sin", ops::unary(Unary::Sin, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {
-    return {g * cj(bw::cos(sx.get()))};
+    return {g * conj(cos(sx.get()))};
   });
 }
 Tensor cos(const Tensor& x) {
   return record("cos", ops::unary(Unary::Cos, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {
-    return {-g * cj(bw::sin(sx.get()))};
+    return {-g * conj(sin(sx.get()))};
   });
 }
 // tanh' = 1 - tanh^2.
@@ -309,7 +262,7 @@ Tensor tanh(const Tensor& x) {
   Tensor out = ops::unary(Unary::Tanh, x);
   return record("tanh", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads {
     const Tensor t = so.get();
-    return {g * cj(1.0 - t * t)};
+    return {g * conj(1.0 - t * t)};
   });
 }
 // sigmoid' = s (1 - s).
@@ -317,20 +270,20 @@ Tensor sigmoid(const Tensor& x) {
   Tensor out = ops::unary(Unary::Sigmoid, x);
   return record("sigmoid", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads {
     const Tensor s = so.get();
-    return {g * cj(s * (1.0 - s))};
+    return {g * conj(s * (1.0 - s))};
   });
 }
 // silu(x) = x s(x): silu' = s (1 + x (1 - s)).
 Tensor silu(const Tensor& x) {
   return record("silu", ops::unary(Unary::Silu, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {
-    const Tensor v = sx.get(), s = bw::sigmoid(v);
-    return {g * cj(s * (1.0 + v * (1.0 - s)))};
+    const Tensor v = sx.get(), s = sigmoid(v);
+    return {g * conj(s * (1.0 + v * (1.0 - s)))};
   });
 }
 // gelu(x) = x Phi(x): gelu' = Phi(x) + x phi(x).
 Tensor gelu(const Tensor& x) {
   return record("gelu", ops::unary(Unary::Gelu, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {
-    return {g * bw::gelu_derivative(sx.get())};
+    return {g * gelu_derivative(sx.get())};
   });
 }
 // gelu'' = 2 phi(x) - x^2 phi(x) = phi(x) (2 - x^2), phi the standard normal density.
@@ -343,26 +296,26 @@ Tensor gelu_derivative(const Tensor& x) {
 // |x|: real G sign(x); complex |z| = sqrt(z z*), 2 d|z|/dz* = z/|z|, so G_z = G sgn(z), 0 at z = 0.
 Tensor abs(const Tensor& x) {
   return record("abs", ops::unary(Unary::Abs, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {
-    return {g * bw::sgn(sx.get())};
+    return {g * sgn(sx.get())};
   });
 }
 Tensor square(const Tensor& x) {
   return record("square", ops::unary(Unary::Square, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {
-    return {g * (2.0 * cj(sx.get()))};
+    return {g * (2.0 * conj(sx.get()))};
   });
 }
 // (1/z)' = -1/z^2.
 Tensor reciprocal(const Tensor& x) {
   Tensor out = ops::unary(Unary::Reciprocal, x);
   return record("reciprocal", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads {
-    const Tensor r = cj(so.get());
+    const Tensor r = conj(so.get());
     return {-g * r * r};
   });
 }
 // conj is antiholomorphic (d z*/dz* = 1): G_z = conj(G).
 Tensor conj(const Tensor& z) {
   if (!z.is_complex()) return z;
-  return record("conj", ops::unary(Unary::Conj, z), {z}, [](const Tensor& g) -> Grads { return {cj(g)}; });
+  return record("conj", ops::unary(Unary::Conj, z), {z}, [](const Tensor& g) -> Grads { return {conj(g)}; });
 }
 // angle(z) = atan2(y, x): dL/dx = -G y/|z|^2, dL/dy = G x/|z|^2, so G_z = G i z/|z|^2
 // = G i sgn(z)/|z|, written this way so 1e-30 + 0i does not underflow; 0 at z = 0.
@@ -370,9 +323,9 @@ Tensor angle(const Tensor& z) {
   return record("angle", ops::unary(Unary::Angle, z), {z}, [sz = SavedTensor(z)](const Tensor& g) -> Grads {
     const Tensor v = sz.get();
     if (!v.is_complex()) return {zeros(g.shape(), g.dtype(), g.device())};
-    const Tensor r = bw::abs(v);
+    const Tensor r = abs(v);
     const Tensor safe_r = where(eq(r, zeros({}, r.dtype())), ones({}, r.dtype()), r);
-    return {g * imag_unit(v) * bw::sgn(v) / safe_r};
+    return {g * imag_unit(v) * sgn(v) / safe_r};
   });
 }
 // The phase of the spec's Euler transform: angle(z) forward, and the
@@ -385,8 +338,7 @@ Tensor euler_phase(const Tensor& z, double eps) {
   return record("euler_phase", ops::unary(Unary::Angle, z), {z}, [sz = SavedTensor(z), eps](const Tensor& g) -> Grads {
     const Tensor v = sz.get();
     const Tensor eps_t = scalar_tensor(eps, real_dtype(v.dtype()));
-    const Tensor r2 = bw::recording() ? real(v * conj(v)) + eps_t
-                                      : ops::binary(Binary::Add, ops::unary(Unary::Square, ops::unary(Unary::Abs, v)), eps_t);
+    const Tensor r2 = square(abs(v)) + eps_t;
     return {g * imag_unit(v) * v / r2};
   });
 }
@@ -395,24 +347,24 @@ Tensor euler_phase(const Tensor& z, double eps) {
 Tensor polar(const Tensor& abs_, const Tensor& angle_) {
   Tensor out = ops::polar(abs_, angle_);
   return record("polar", out, {abs_, angle_}, [st = SavedTensor(angle_), so = SavedTensor(out, SavedTensor::Role::Output)](const Tensor& g) -> Grads {
-    const Tensor gc = cj(g);
-    const Tensor unit = bw::polar(ones({}, st.get().dtype()), st.get());
+    const Tensor gc = conj(g);
+    const Tensor unit = polar(ones({}, st.get().dtype()), st.get());
     return {gc * unit, gc * imag_unit(g) * so.get()};
   });
 }
 // y = re + i im: dL/dre = Re G, dL/dim = Im G.
 Tensor complex(const Tensor& re, const Tensor& im) {
-  return record("complex", ops::complex(re, im), {re, im}, [](const Tensor& g) -> Grads { return {bw::real(g), bw::imag(g)}; });
+  return record("complex", ops::complex(re, im), {re, im}, [](const Tensor& g) -> Grads { return {real(g), imag(g)}; });
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return record("where", ops::where(cond, a, b), {a, b}, [sc = SavedTensor(cond)](const Tensor& g) -> Grads {
     const Tensor zero = zeros({}, g.dtype());
-    return {bw::where(sc.get(), g, zero), bw::where(sc.get(), zero, g)};
+    return {where(sc.get(), g, zero), where(sc.get(), zero, g)};
   });
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, c128 value) {
   return record("masked_fill", ops::masked_fill(x, mask, value), {x}, [sm = SavedTensor(mask)](const Tensor& g) -> Grads {
-    return {bw::where(sm.get(), zeros({}, g.dtype()), g)};
+    return {where(sm.get(), zeros({}, g.dtype()), g)};
   });
 }
 
@@ -442,17 +394,17 @@ Tensor operator/(c128 s, const Tensor& a) { return div(scalar_like(a, s), a); }
 // Sum: every summed element receives G.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return record("sum", ops::sum(x, dims, keepdim), {x}, [in = x.shape(), keep = keepdim_shape(x.shape(), dims)](const Tensor& g) -> Grads {
-    return {bw::expand(bw::reshape(g, keep), in)};
+    return {expand(reshape(g, keep), in)};
   });
 }
 Tensor sum_to(const Tensor& x, const Dims& shape) {
-  return record("sum_to", ops::sum_to(x, shape), {x}, [in = x.shape()](const Tensor& g) -> Grads { return {bw::expand(g, in)}; });
+  return record("sum_to", ops::sum_to(x, shape), {x}, [in = x.shape()](const Tensor& g) -> Grads { return {expand(g, in)}; });
 }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const Dims keep = keepdim_shape(x.shape(), dims);
   const double count = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(keep.numel(), 1));
   return record("mean", ops::mean(x, dims, keepdim), {x}, [in = x.shape(), keep, count](const Tensor& g) -> Grads {
-    return {bw::expand(bw::reshape(g / count, keep), in)};
+    return {expand(reshape(g / count, keep), in)};
   });
 }
 namespace {
@@ -460,11 +412,11 @@ namespace {
 ops::ValuesIndices extreme(const char* name, ops::ValuesIndices r, const Tensor& x, int64_t dim, bool keepdim) {
   const int d = wrap_dim(dim, x.dim(), name);
   // The reduced dim is put back unless it is there (keepdim) or there is none (a 0-d x).
-  const bool unsqueeze = !keepdim && x.dim() > 0;
-  r.values = record(name, r.values, {x}, [in = x.shape(), d, unsqueeze, si = SavedTensor(r.indices)](const Tensor& g) -> Grads {
-    const Tensor idx = unsqueeze ? ops::unsqueeze(si.get(), d) : si.get();
-    const Tensor gk = unsqueeze ? bw::unsqueeze(g, d) : g;
-    return {bw::scatter_add(in, d, idx, bw::contiguous(gk))};
+  const bool put_back = !keepdim && x.dim() > 0;
+  r.values = record(name, r.values, {x}, [in = x.shape(), d, put_back, si = SavedTensor(r.indices)](const Tensor& g) -> Grads {
+    const Tensor idx = put_back ? ops::unsqueeze(si.get(), d) : si.get();
+    const Tensor gk = put_back ? unsqueeze(g, d) : g;
+    return {scatter_add(in, d, idx, contiguous(gk))};
   });
   return r;
 }
@@ -475,10 +427,10 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return ops::argmax(x
 // d logsumexp / dx = softmax(x).
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
   Tensor out = ops::logsumexp(x, dim, keepdim);
-  const bool unsqueeze = !keepdim && x.dim() > 0;  // as for max: a 0-d x has no dim to put back
-  return record("logsumexp", out, {x}, [sx = SavedTensor(x), so = SavedTensor(out, SavedTensor::Role::Output), dim, unsqueeze](const Tensor& g) -> Grads {
+  const bool put_back = !keepdim && x.dim() > 0;  // as for max: a 0-d x has no dim to put back
+  return record("logsumexp", out, {x}, [sx = SavedTensor(x), so = SavedTensor(out, SavedTensor::Role::Output), dim, put_back](const Tensor& g) -> Grads {
     const int d = wrap_dim(dim, sx.get().dim(), "logsumexp");
-    const Tensor o = unsqueeze ? bw::unsqueeze(so.get(), d) : so.get(), gk = unsqueeze ? bw::unsqueeze(g, d) : g;
+    const Tensor o = put_back ? unsqueeze(so.get(), d) : so.get(), gk = put_back ? unsqueeze(g, d) : g;
     return {gk * exp(sx.get() - o)};
   });
 }
@@ -486,9 +438,9 @@ Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor out = ops::norm(x, dims, keepdim);
   return record("norm", out, {x}, [sx = SavedTensor(x), so = SavedTensor(out, SavedTensor::Role::Output), keep = keepdim_shape(x.shape(), dims)](const Tensor& g) -> Grads {
-    const Tensor n = bw::reshape(so.get(), keep);
+    const Tensor n = reshape(so.get(), keep);
     const Tensor safe = where(eq(n, zeros({}, n.dtype())), ones({}, n.dtype()), n);
-    return {bw::reshape(g, keep) * sx.get() / safe};
+    return {reshape(g, keep) * sx.get() / safe};
   });
 }
 // softmax: dx = y (g - sum(g y)).
@@ -496,14 +448,14 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor out = ops::softmax(x, dim);
   return record("softmax", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output), dim](const Tensor& g) -> Grads {
     const Tensor y = so.get();
-    return {y * (g - bw::sum(g * y, {dim}, true))};
+    return {y * (g - sum(g * y, {dim}, true))};
   });
 }
 // log_softmax: dx = g - softmax(x) sum(g).
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   Tensor out = ops::log_softmax(x, dim);
   return record("log_softmax", out, {x}, [so = SavedTensor(out, SavedTensor::Role::Output), dim](const Tensor& g) -> Grads {
-    return {g - exp(so.get()) * bw::sum(g, {dim}, true)};
+    return {g - exp(so.get()) * sum(g, {dim}, true)};
   });
 }
 
@@ -516,7 +468,7 @@ std::pair<Tensor, MatOp> adjoint_of(const Tensor& x, MatOp op) {
   switch (op) {
     case MatOp::None: return {x, MatOp::ConjTranspose};
     case MatOp::ConjTranspose: return {x, MatOp::None};
-    case MatOp::Transpose: return {cj(x), MatOp::None};
+    case MatOp::Transpose: return {conj(x), MatOp::None};
   }
   return {x, MatOp::None};
 }
@@ -524,8 +476,8 @@ std::pair<Tensor, MatOp> adjoint_of(const Tensor& x, MatOp op) {
 Tensor undo_op(const Tensor& g, MatOp op) {
   switch (op) {
     case MatOp::None: return g;
-    case MatOp::Transpose: return bw::transpose(g, -1, -2);
-    case MatOp::ConjTranspose: return cj(bw::transpose(g, -1, -2));
+    case MatOp::Transpose: return transpose(g, -1, -2);
+    case MatOp::ConjTranspose: return conj(transpose(g, -1, -2));
   }
   return g;
 }
@@ -548,18 +500,18 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
                   Tensor grad_a, grad_b;
                   if (sb.defined()) {
                     auto [b, flag] = adjoint_of(sb.get(), op_b);
-                    grad_a = undo_op(bw::matmul(g, b, MatOp::None, flag), op_a);
+                    grad_a = undo_op(matmul(g, b, MatOp::None, flag), op_a);
                   }
                   if (sa.defined()) {
                     const Tensor a = sa.get();
                     if (op_a == MatOp::None && a.dim() > 2 && a.dim() == g.dim() && a.is_contiguous() && g.is_contiguous() &&
                         sb_is_matrix) {
                       // A weight shared by a batch: one GEMM over the folded batch instead of per-item products summed.
-                      const Tensor a2 = bw::reshape(a, fold_to_matrix(a.shape())), g2 = bw::reshape(g, fold_to_matrix(g.shape()));
-                      grad_b = undo_op(bw::matmul(a2, g2, MatOp::ConjTranspose, MatOp::None), op_b);
+                      const Tensor a2 = reshape(a, fold_to_matrix(a.shape())), g2 = reshape(g, fold_to_matrix(g.shape()));
+                      grad_b = undo_op(matmul(a2, g2, MatOp::ConjTranspose, MatOp::None), op_b);
                     } else {
                       auto [ah, flag] = adjoint_of(a, op_a);
-                      grad_b = undo_op(bw::matmul(ah, g, flag, MatOp::None), op_b);
+                      grad_b = undo_op(matmul(ah, g, flag, MatOp::None), op_b);
                     }
                   }
                   return {grad_a, grad_b};
@@ -571,7 +523,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return record("index_select", ops::index_select(x, dim, index), {x}, [in = x.shape(), dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
     const Tensor idx = ops::reshape(si.get(), Dims{-1});
-    return {bw::index_add(zeros(in, g.dtype(), g.device()), dim, idx, bw::contiguous(g))};
+    return {index_add(zeros(in, g.dtype(), g.device()), dim, idx, contiguous(g))};
   });
 }
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
@@ -582,17 +534,17 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   return record("index_add", ops::index_add(x, dim, index, src), {x, src}, [dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
-    return {g, bw::index_select(g, dim, ops::reshape(si.get(), Dims{-1}))};
+    return {g, index_select(g, dim, ops::reshape(si.get(), Dims{-1}))};
   });
 }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return record("gather", ops::gather(x, dim, index), {x}, [in = x.shape(), dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
-    return {bw::scatter_add(in, dim, si.get(), g)};
+    return {scatter_add(in, dim, si.get(), g)};
   });
 }
 Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Tensor& src) {
   return record("scatter_add", ops::scatter_add(shape, dim, index, src), {src}, [dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
-    return {bw::recording() ? gather(g, dim, si.get()) : ops::gather(g, dim, si.get())};
+    return {gather(g, dim, si.get())};
   });
 }
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -607,7 +559,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
         grads.push_back(zeros(Dims{0}, g.dtype(), g.device()));
         continue;
       }
-      grads.push_back(bw::narrow(g, dim, at, n));
+      grads.push_back(narrow(g, dim, at, n));
       at += n;
     }
     return grads;
