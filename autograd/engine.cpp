@@ -156,51 +156,70 @@ struct Walk {
   bool inputs_are_frontier = false;
 };
 
-std::vector<Tensor> execute(const Walk& w) {
-  AutoGradMode grad_mode(w.create_graph);  // derivative formulas record only under create_graph
-  const bool functional = w.inputs != nullptr;
-  // The node of each input (functional mode): its gradient is what arrives there.
-  std::unordered_map<Node*, std::vector<size_t>> captures;
-  std::vector<Tensor> results;
-  // A leaf root's node (its grad accumulator) may exist only through this
-  // shared_ptr: hold every root's node from here on, or the walk below reads freed memory.
-  std::vector<std::shared_ptr<Node>> keep_alive;  // nodes stay valid while we walk them
-  if (functional) {
-    results.resize(w.inputs->size());
-    for (size_t i = 0; i < w.inputs->size(); ++i) {
-      std::shared_ptr<Node> n = gradient_edge((*w.inputs)[i]);
+// One backward walk, in four phases (run()): find the nodes of grad()'s
+// inputs, count the edges into every node reachable from the roots, mark the
+// nodes that lead to an input (functional mode), then run the nodes in
+// topological order, passing each one's input gradients down.
+class Execution {
+ public:
+  explicit Execution(const Walk& w) : w_(w), functional_(w.inputs != nullptr) {}
+
+  std::vector<Tensor> run() {
+    AutoGradMode grad_mode(w_.create_graph);  // derivative formulas record only under create_graph
+    if (functional_) capture_inputs();
+    count_dependencies();
+    if (functional_) mark_nodes_leading_to_inputs();
+    seed_roots();
+    while (!ready_.empty()) {
+      Node* node = ready_.back();
+      ready_.pop_back();
+      run_node(node);
+    }
+    return std::move(results_);
+  }
+
+ private:
+  bool is_frontier(Node* n) const { return w_.inputs_are_frontier && captures_.count(n); }
+
+  // Functional mode: the node of each input, where its gradient arrives.
+  void capture_inputs() {
+    results_.resize(w_.inputs->size());
+    for (size_t i = 0; i < w_.inputs->size(); ++i) {
+      std::shared_ptr<Node> n = gradient_edge((*w_.inputs)[i]);
       PHASOR_CHECK(n, "grad: input ", i, " does not require grad");
-      keep_alive.push_back(n);
-      captures[n.get()].push_back(i);
+      keep_alive_.push_back(n);
+      captures_[n.get()].push_back(i);
     }
   }
-  // Count, for each node, how many edges point at it (its pending inputs).
-  std::unordered_map<Node*, int> dependencies;
-  std::vector<Node*> stack;
-  for (const Tensor& r : w.roots) {
-    std::shared_ptr<Node> n = gradient_edge(r);
-    if (n) keep_alive.push_back(n);
-    if (n && !dependencies.count(n.get())) {
-      dependencies[n.get()] = 0;
-      stack.push_back(n.get());
+
+  // For each node reachable from the roots, how many edges point at it (its pending inputs).
+  void count_dependencies() {
+    std::vector<Node*> stack;
+    for (const Tensor& r : w_.roots) {
+      std::shared_ptr<Node> n = gradient_edge(r);
+      if (n) keep_alive_.push_back(n);
+      if (n && !dependencies_.count(n.get())) {
+        dependencies_[n.get()] = 0;
+        stack.push_back(n.get());
+      }
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      if (is_frontier(n)) continue;
+      for (const InputInfo& in : n->inputs()) {
+        if (!in.node) continue;
+        auto [it, inserted] = dependencies_.try_emplace(in.node.get(), 0);
+        ++it->second;
+        if (inserted) stack.push_back(in.node.get());
+      }
     }
   }
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    if (w.inputs_are_frontier && captures.count(n)) continue;
-    for (const InputInfo& in : n->inputs()) {
-      if (!in.node) continue;
-      auto [it, inserted] = dependencies.try_emplace(in.node.get(), 0);
-      ++it->second;
-      if (inserted) stack.push_back(in.node.get());
-    }
-  }
+
   // Functional mode runs a node only if one of its inputs leads to an input of
   // grad(): found in reverse topological order.
-  std::unordered_map<Node*, bool> leads_below;
-  if (functional) {
-    std::unordered_map<Node*, int> count = dependencies;
+  void mark_nodes_leading_to_inputs() {
+    std::unordered_map<Node*, int> count = dependencies_;
     std::vector<Node*> order, ready;
     for (auto& [n, c] : count)
       if (c == 0) ready.push_back(n);
@@ -208,7 +227,7 @@ std::vector<Tensor> execute(const Walk& w) {
       Node* n = ready.back();
       ready.pop_back();
       order.push_back(n);
-      if (w.inputs_are_frontier && captures.count(n)) continue;
+      if (is_frontier(n)) continue;
       for (const InputInfo& in : n->inputs())
         if (in.node && --count[in.node.get()] == 0) ready.push_back(in.node.get());
     }
@@ -216,84 +235,108 @@ std::vector<Tensor> execute(const Walk& w) {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Node* n = *it;
       bool below = false;
-      if (!(w.inputs_are_frontier && captures.count(n)))
+      if (!is_frontier(n))
         for (const InputInfo& in : n->inputs())
           if (in.node && reaches[in.node.get()]) below = true;
-      leads_below[n] = below;
-      reaches[n] = below || captures.count(n);
+      leads_below_[n] = below;
+      reaches[n] = below || captures_.count(n);
     }
   }
 
-  std::unordered_map<Node*, Tensor> pending;
-  std::vector<Node*> ready;
-  for (size_t i = 0; i < w.roots.size(); ++i) {
-    std::shared_ptr<Node> n = gradient_edge(w.roots[i]);
-    if (!n) continue;
-    keep_alive.push_back(n);
-    Tensor& slot = pending[n.get()];
-    slot = slot.defined() ? accumulate(slot, w.grads[i], w.create_graph) : w.grads[i];
-    if (dependencies[n.get()] == 0 && std::find(ready.begin(), ready.end(), n.get()) == ready.end()) ready.push_back(n.get());
+  // The roots' gradients become their nodes' pending gradients; roots nothing points at are ready.
+  void seed_roots() {
+    for (size_t i = 0; i < w_.roots.size(); ++i) {
+      std::shared_ptr<Node> n = gradient_edge(w_.roots[i]);
+      if (!n) continue;
+      keep_alive_.push_back(n);
+      add_pending(n.get(), w_.grads[i]);
+      if (dependencies_[n.get()] == 0 && std::find(ready_.begin(), ready_.end(), n.get()) == ready_.end()) ready_.push_back(n.get());
+    }
+  }
+
+  void add_pending(Node* n, const Tensor& g) {
+    Tensor& slot = pending_[n];
+    slot = slot.defined() ? accumulate(slot, g, w_.create_graph) : g;
   }
 
   // A node runs once all edges into it were walked; one that received no
   // gradient still runs (as a no-op) so that the nodes below it are released.
-  while (!ready.empty()) {
-    Node* node = ready.back();
-    ready.pop_back();
+  void run_node(Node* node) {
     Tensor grad;
-    if (auto it = pending.find(node); it != pending.end()) {
+    if (auto it = pending_.find(node); it != pending_.end()) {
       grad = std::move(it->second);
-      pending.erase(it);
+      pending_.erase(it);
+    }
+    bool runs = true;
+    if (functional_) {
+      if (auto it = captures_.find(node); it != captures_.end())
+        for (size_t i : it->second) results_[i] = grad;
+      runs = leads_below_[node];
+      if (!runs && is_frontier(node)) return;  // nothing below was walked
+    } else if (grad.defined()) {
+      write_retained_grads(node, grad);
     }
     std::vector<Tensor> input_grads;
-    bool runs = true;
-    if (functional) {
-      if (auto it = captures.find(node); it != captures.end())
-        for (size_t i : it->second) results[i] = grad;
-      runs = leads_below[node];
-      if (!runs && w.inputs_are_frontier && captures.count(node)) continue;  // nothing below was walked
-    } else if (grad.defined()) {
-      for (auto& weak : node->retained_outputs) {
-        if (auto impl = weak.lock()) {
-          Tensor t(impl);
-          Tensor current = t.grad();
-          t.set_grad(current.defined() ? accumulate(current, grad, w.create_graph) : w.create_graph ? clone(grad) : ops::clone(grad));
-        }
-      }
-    }
     if (grad.defined() && runs) {
       RunningNode running(node);
       input_grads = node->apply(grad);
     }
-    if (!w.retain_graph && runs) node->release();
+    if (!w_.retain_graph && runs) node->release();
+    pass_down(node, input_grads);
+  }
+
+  // retain_grad(): the node's output keeps its gradient in .grad.
+  void write_retained_grads(Node* node, const Tensor& grad) {
+    for (auto& weak : node->retained_outputs) {
+      if (auto impl = weak.lock()) {
+        Tensor t(impl);
+        Tensor current = t.grad();
+        t.set_grad(current.defined() ? accumulate(current, grad, w_.create_graph) : w_.create_graph ? clone(grad) : ops::clone(grad));
+      }
+    }
+  }
+
+  // Adds each input's adapted gradient to the pending one of its node, and
+  // readies the nodes whose last edge this was.
+  void pass_down(Node* node, const std::vector<Tensor>& input_grads) {
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const InputInfo& in = node->inputs()[i];
       if (!in.node) continue;
       if (i < input_grads.size() && input_grads[i].defined()) {
-        Tensor g = adapt_gradient(input_grads[i], in, w.create_graph);
+        Tensor g = adapt_gradient(input_grads[i], in, w_.create_graph);
         if (AnomalyMode::enabled() && !ops::all_finite(g))
           fail("anomaly: backward of '", node->name(), "' produced NaN or Inf in the gradient of its input ", i,
                " (shape ", in.shape, ")");
-        Tensor& slot = pending[in.node.get()];
-        slot = slot.defined() ? accumulate(slot, g, w.create_graph) : g;
+        add_pending(in.node.get(), g);
       }
-      if (--dependencies[in.node.get()] == 0) {
-        keep_alive.push_back(in.node);
-        ready.push_back(in.node.get());
+      if (--dependencies_[in.node.get()] == 0) {
+        keep_alive_.push_back(in.node);
+        ready_.push_back(in.node.get());
       }
     }
   }
-  return results;
-}
+
+  const Walk& w_;
+  const bool functional_;
+  std::vector<Tensor> results_;                                // functional mode: the inputs' gradients
+  std::unordered_map<Node*, std::vector<size_t>> captures_;    // functional mode: node -> indices of its inputs
+  std::unordered_map<Node*, int> dependencies_;                // node -> edges into it not yet walked
+  std::unordered_map<Node*, bool> leads_below_;                // functional mode: node -> an input lies below it
+  std::unordered_map<Node*, Tensor> pending_;                  // node -> gradient accumulated so far
+  std::vector<Node*> ready_;                                   // nodes whose every incoming edge was walked
+  // A leaf root's node (its grad accumulator) may exist only through this
+  // shared_ptr: hold every root's node from here on, or the walk reads freed memory.
+  std::vector<std::shared_ptr<Node>> keep_alive_;
+};
 }  // namespace
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph, bool create_graph) {
-  execute({roots, grads, retain_graph, create_graph});
+  Execution({roots, grads, retain_graph, create_graph}).run();
 }
 
 std::vector<Tensor> run_grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, const std::vector<Tensor>& inputs,
                              bool retain_graph, bool create_graph, bool inputs_are_frontier) {
-  return execute({roots, grads, retain_graph, create_graph, &inputs, inputs_are_frontier});
+  return Execution({roots, grads, retain_graph, create_graph, &inputs, inputs_are_frontier}).run();
 }
 
 }  // namespace phasor
