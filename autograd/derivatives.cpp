@@ -93,11 +93,17 @@ Tensor permute(const Tensor& t, const Dims& order) {
 Tensor transpose(const Tensor& t, int64_t d0, int64_t d1) {
   return record("transpose", ops::transpose(t, d0, d1), {t}, [=](const Tensor& g) -> Grads { return {transpose(g, d0, d1)}; });
 }
-Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
-  return record("narrow", ops::narrow(t, dim, start, length), {t}, [=, in = t.shape()](const Tensor& g) -> Grads {
+namespace {
+// Records `slice`, the part [start, start + length) of t along dim, as a narrow of t.
+Tensor record_narrow(const Tensor& t, const Tensor& slice, int64_t dim, int64_t start, int64_t length) {
+  return record("narrow", slice, {t}, [=, in = t.shape()](const Tensor& g) -> Grads {
     return {embed(g, in, [&](const Tensor& o) { return ops::narrow(o, dim, start, length); },
                   [=](const Tensor& o) { return narrow(o, dim, start, length); })};
   });
+}
+}  // namespace
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  return record_narrow(t, ops::narrow(t, dim, start, length), dim, start, length);
 }
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   return record("select", ops::select(t, dim, index), {t}, [=, in = t.shape()](const Tensor& g) -> Grads {
@@ -572,19 +578,21 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, d));
   return cat(parts, d);
 }
-std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
-  const int d = wrap_dim_not_0d(dim, x.dim(), "split");
-  PHASOR_CHECK(size > 0, "split: size must be positive, got ", size);
-  std::vector<Tensor> parts;
-  for (int64_t at = 0; at < x.size(d); at += size) parts.push_back(narrow(x, d, at, std::min(size, x.size(d) - at)));
-  if (parts.empty()) parts.push_back(narrow(x, d, 0, 0));  // an empty dim splits into one empty piece (as PyTorch)
-  return parts;
+namespace {
+// The pieces of split and chunk are the tensor library's (ops::split holds the
+// rule); each is recorded as a narrow of x at the offset where it starts.
+std::vector<Tensor> record_pieces(const Tensor& x, std::vector<Tensor> pieces, int64_t dim) {
+  const int d = wrap_dim(dim, x.dim(), "split");
+  int64_t at = 0;
+  for (Tensor& piece : pieces) {
+    const int64_t n = piece.size(d);
+    piece = record_narrow(x, piece, d, at, n);
+    at += n;
+  }
+  return pieces;
 }
-std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
-  PHASOR_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
-  const int d = wrap_dim_not_0d(dim, x.dim(), "chunk");
-  if (x.size(d) == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), narrow(x, d, 0, 0));  // as PyTorch
-  return split(x, std::max<int64_t>(1, (x.size(d) + chunks - 1) / chunks), d);
-}
+}  // namespace
+std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) { return record_pieces(x, ops::split(x, size, dim), dim); }
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) { return record_pieces(x, ops::chunk(x, chunks, dim), dim); }
 
 }  // namespace phasor
