@@ -136,6 +136,17 @@ TEST_CASE("fused ops pass gradgradcheck in float64 (their create_graph backward:
   CHECK_MESSAGE(glu.ok, glu.message);
 }
 
+// euler_phase's backward (|z|^2 + eps in its denominator) and angle's (sgn(z))
+// record their own graphs under create_graph.
+TEST_CASE("euler_phase and angle pass gradgradcheck in complex128") {
+  Generator g(12);
+  const Tensor z = randn({6}, DType::Complex128, &g).requires_grad_();
+  const GradcheckResult euler = gradgradcheck([](const V& in) { return euler_phase(in[0], ops::kEulerEps); }, {z});
+  CHECK_MESSAGE(euler.ok, euler.message);
+  const GradcheckResult ang = gradgradcheck([](const V& in) { return angle(in[0]); }, {z});
+  CHECK_MESSAGE(ang.ok, ang.message);
+}
+
 TEST_CASE("under create_graph a fused op's gradient is its kernel's") {
   Generator g(5);
   const Tensor z = randn({2, 4, 2, 3}, DType::Complex128, &g).requires_grad_();
