@@ -85,28 +85,26 @@ struct ModelConfig {
   int64_t pairs() const { return head_dim() / 2; }
   const PositionVariant& variant() const { return position_variant(position); }
   bool is_rotary() const { return variant().rotary; }
+  // The number of parameters of its model (docs/spec.md, "Parameter count"),
+  // position scheme included (models/positions.h). In double: exact below 2^53,
+  // and a hostile config cannot overflow it. Needs the checks of validate()
+  // up to the even head width.
+  double parameter_count() const;
 
   // Throws phasor::Error naming the field at fault (d_model % n_heads, odd head width, a size out of bounds...).
   void validate() const;
 };
 
-// The one rule on sequence lengths (docs/spec.md, "Positions far out"):
+// The one rule on sequence lengths (docs/spec.md, "Positions far out"), kept
+// by each variant's scheme (PositionScheme::check_fit, models/positions.h):
 // - a `learned` model has a table of max_seq_len positions and cannot run past it;
 // - `xpos` runs up to xpos_max_positions (its scales must stay in float32);
 // - no variant runs past kMaxPositions (the float32 phases of the rotary
 //   variants would carry more than 0.06 rad of rounding).
-// Throws phasor::Error "<what> <positions> exceeds ...", e.g. what = "eval: --seq-len".
+// Throws phasor::Error "<what> <positions> exceeds ...", `what` in the caller's
+// words: "eval: --seq-len" for the CLI, "Model.evaluate: seq_len" for Python.
 void check_positions_fit(const ModelConfig& c, int64_t positions, std::string_view what);
 inline constexpr int64_t kMaxPositions = int64_t{1} << 20;
-// XPos scales a query by zeta_j^((m - o)/S) and a key by zeta_j^(-(n - o)/S);
-// the scores depend on m - n only, so the origin o is free. The scales stay
-// within e^+-82 (float32 ends at e^88.7, and the products with q and k need
-// headroom) while |m - o| <= xpos_max_distance. Positions 0..N-1 measure from
-// o = 0 when that fits, else from the middle, o = N / 2: so N up to
-// 2 xpos_max_distance + 1 positions (67,027 for S = 512).
-int64_t xpos_max_distance(double scale_base);
-int64_t xpos_max_positions(double scale_base);
-int64_t xpos_origin(double scale_base, int64_t positions);
 
 nlohmann::json to_json(const ModelConfig& c);
 // Unknown keys and wrong types are errors; missing keys keep their defaults.

@@ -9,60 +9,43 @@
 
 namespace phasor {
 
-std::vector<double> alibi_slopes(int64_t n_heads) {
-  auto series = [](int64_t n) {  // 2^(-8 (h+1) / n), h = 0..n-1
-    std::vector<double> s;
-    for (int64_t h = 0; h < n; ++h) s.push_back(std::pow(2.0, -8.0 * static_cast<double>(h + 1) / static_cast<double>(n)));
-    return s;
-  };
-  int64_t p2 = 1;
-  while (p2 * 2 <= n_heads) p2 *= 2;
-  std::vector<double> slopes = series(p2);
-  if (p2 == n_heads) return slopes;
-  const std::vector<double> extra = series(2 * p2);  // every other slope of the 2*P2 series
-  for (size_t i = 0; slopes.size() < static_cast<size_t>(n_heads); i += 2) slopes.push_back(extra[i]);
-  return slopes;
+namespace {
+
+// The handles Attention keeps of complexformer's parameters, by their names.
+Tensor* named_handle(Attention& a, const std::string& name) {
+  if (name == "delta") return &a.delta;
+  if (name == "phase_bias") return &a.phase_bias;
+  if (name == "beta") return &a.beta;
+  return nullptr;
 }
 
-Tensor sinusoidal_positions(int64_t n, int64_t d_model, int64_t offset) {
-  std::vector<float> pe(static_cast<size_t>(n * d_model));
-  for (int64_t pos = 0; pos < n; ++pos)
-    for (int64_t i = 0; 2 * i < d_model; ++i) {
-      const double angle = static_cast<double>(pos + offset) / std::pow(10000.0, 2.0 * static_cast<double>(i) / static_cast<double>(d_model));
-      pe[pos * d_model + 2 * i] = static_cast<float>(std::sin(angle));
-      if (2 * i + 1 < d_model) pe[pos * d_model + 2 * i + 1] = static_cast<float>(std::cos(angle));
-    }
-  return from_vector(pe, {n, d_model});
-}
+// A scheme's model parameters under a child module, so that "pos_emb.weight"
+// keeps its checkpoint name and its place in the parameter order.
+class SchemeParameters : public nn::Module {
+ public:
+  Tensor add(const std::string& name, Tensor value) { return register_parameter(name, std::move(value)); }
+};
+
+}  // namespace
 
 // ---------------------------------------------------------------- attention
 
-Attention::Attention(const ModelConfig& config, Generator* gen) : config_(config) {
+Attention::Attention(const ModelConfig& config, Generator* gen, std::shared_ptr<const PositionScheme> scheme)
+    : config_(config), scheme_(scheme ? std::move(scheme) : make_position_scheme(config)) {
   const int64_t d = config.d_model;
   wq = register_module("wq", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
   wk = register_module("wk", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
   wv = register_module("wv", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
   wo = register_module("wo", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
-  if (config.position == Position::ComplexFormer) {
-    const int64_t h = config.n_heads, p = config.pairs();
-    delta = register_parameter("delta", config.cmha_init == CmhaInit::Paper
-                                            ? normal({h, p}, 0.0, 1.0 / std::sqrt(static_cast<double>(p)), DType::Float32, gen)
-                                            : ones({h, p}));
-    phase_bias = register_parameter("phase_bias", zeros({h, p}));
-    beta = register_parameter("beta", ones({h}));
-  }
-  if (config.variant().alibi_bias) {
-    const std::vector<double> s = alibi_slopes(config.n_heads);
-    slopes_ = from_vector(std::vector<float>(s.begin(), s.end()));
+  const std::vector<PositionParameter> own = scheme_->layer_parameters();
+  std::vector<Tensor> values = scheme_->initial_layer_parameters(gen);
+  for (size_t i = 0; i < own.size(); ++i) {
+    position_parameters_.push_back(register_parameter(own[i].name, std::move(values[i])));
+    if (Tensor* handle = named_handle(*this, own[i].name)) *handle = position_parameters_.back();
   }
 }
 
-// The readable reference: the spec's formulas, one autograd op at a time.
-Tensor Attention::rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset, Tensor* r_out, Tensor* phi_out) const {
-  return cmha_rotate_reference(z, delta, bias, beta, offset, config_.rope_base, r_out, phi_out);
-}
-
-std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset, int64_t xpos_origin) const {
+std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset, int64_t origin) const {
   const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
   Tensor q = reshape(wq->forward(x), {b, n, h, d});
   Tensor k = reshape(wk->forward(x), {b, n, h, d});
@@ -70,25 +53,10 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset,
   // The complex view: pairs (u_2j, u_2j+1) are z_j = u_2j + i u_2j+1, zero-copy.
   const Tensor qc = view_as_complex(reshape(q, {b, n, h, d / 2, 2}));
   const Tensor kc = view_as_complex(reshape(k, {b, n, h, d / 2, 2}));
-  Tensor qr, kr;
-  if (config_.position == Position::ComplexFormer) {
-    if (rotation == RotationImpl::Fused) {
-      qr = cmha_rotate(qc, delta, phase_bias, beta, offset, config_.rope_base);
-      kr = cmha_rotate(kc, delta, Tensor(), beta, offset, config_.rope_base);
-    } else {
-      AttentionProbe* p = probe.get();
-      qr = rotate_composed(qc, phase_bias, offset, p ? &p->q_r : nullptr, p ? &p->q_phi : nullptr);
-      kr = rotate_composed(kc, Tensor(), offset, p ? &p->k_r : nullptr, p ? &p->k_phi : nullptr);
-    }
-  } else {
-    const bool xpos = config_.position == Position::XPos;
-    const double scale_base = xpos ? config_.xpos_scale_base : 0.0;
-    auto table = [&](int sign) {
-      return ops::to_device(ops::rotary_table(n, d / 2, offset, config_.rope_base, scale_base, sign, DType::Complex64, xpos_origin), x.device());
-    };
-    qr = rotate(qc, table(+1));
-    kr = rotate(kc, table(-1));
-  }
+  AttentionProbe* p = probe.get();
+  RotationArgs args{offset, origin, &position_parameters_, rotation == RotationImpl::Composed};
+  if (p) args.q_r = &p->q_r, args.q_phi = &p->q_phi, args.k_r = &p->k_r, args.k_phi = &p->k_phi;
+  const auto [qr, kr] = scheme_->rotate(qc, kc, args);
   if (probe) {  // gradient studies read these tensors' .grad after backward
     probe->q = qc;
     probe->k = kc;
@@ -103,13 +71,13 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset,
 }
 
 Tensor Attention::scores(const Tensor& x, int64_t offset) const {
-  auto [q, k] = rotated_qk(x, offset, xpos_origin(config_.xpos_scale_base, offset + x.size(1)));
+  auto [q, k] = rotated_qk(x, offset, scheme_->origin(offset + x.size(1)));
   return matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
 }
 
-Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin) const {
+Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t origin) const {
   const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
-  auto [q, k] = rotated_qk(x, offset, xpos_origin);
+  auto [q, k] = rotated_qk(x, offset, origin);
   Tensor v = reshape(wv->forward(x), {b, n, h, d});
   if (cache) {  // generation: append this chunk, attend over everything stored
     PHASOR_CHECK(offset + n <= cache->keys.size(1), "attention: KV cache capacity ", cache->keys.size(1), " exceeded at position ",
@@ -121,7 +89,7 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, in
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t query_offset = cache ? offset : 0;  // without a cache the keys are this chunk's own
-  const Tensor slopes = slopes_.defined() ? ops::to_device(slopes_, x.device()) : Tensor();
+  const Tensor slopes = scheme_->slopes(x.device());
   // A probe keeps the probabilities, so it takes the materialised path.
   const bool fused = attention == AttentionImpl::Fused && !probe;
   const Tensor o = fused ? causal_attention(q, k, v, scale, query_offset, slopes)
@@ -131,26 +99,32 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, in
 
 // ---------------------------------------------------------------- blocks and model
 
-Block::Block(const ModelConfig& config, Generator* gen) {
+Block::Block(const ModelConfig& config, Generator* gen, std::shared_ptr<const PositionScheme> scheme) {
   attn_norm = register_module("attn_norm", std::make_shared<nn::RMSNorm>(config.d_model, config.norm_eps));
-  attn = register_module("attn", std::make_shared<Attention>(config, gen));
+  attn = register_module("attn", std::make_shared<Attention>(config, gen, std::move(scheme)));
   ffn_norm = register_module("ffn_norm", std::make_shared<nn::RMSNorm>(config.d_model, config.norm_eps));
   ffn = register_module("ffn", std::make_shared<nn::SwiGLU>(config.d_model, config.d_ff, gen));
 }
 
-Tensor Block::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin) const {
-  const Tensor h = x + attn->forward(attn_norm->forward(x), offset, cache, xpos_origin);
+Tensor Block::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t origin) const {
+  const Tensor h = x + attn->forward(attn_norm->forward(x), offset, cache, origin);
   return h + ffn->forward(ffn_norm->forward(h));
 }
 
 CausalLM::CausalLM(const ModelConfig& config, uint64_t seed) : config_(config) {
   config.validate();
+  scheme_ = make_position_scheme(config);
   Generator gen(seed);
   tok_emb_ = register_module("tok_emb", std::make_shared<nn::Embedding>(config.vocab_size, config.d_model, &gen));
-  if (config.variant().embedding == PositionEmbedding::Learned)
-    pos_emb_ = register_module("pos_emb", std::make_shared<nn::Embedding>(config.max_seq_len, config.d_model, &gen));
+  const std::vector<PositionParameter> own = scheme_->model_parameters();
+  std::vector<Tensor> values = scheme_->initial_model_parameters(&gen);
+  for (size_t i = 0; i < own.size(); ++i) {  // "pos_emb.weight": parameter "weight" of a child "pos_emb"
+    const size_t dot = own[i].name.rfind('.');
+    auto holder = register_module(own[i].name.substr(0, dot), std::make_shared<SchemeParameters>());
+    position_parameters_.push_back(holder->add(own[i].name.substr(dot + 1), std::move(values[i])));
+  }
   for (int64_t l = 0; l < config.n_layers; ++l)
-    layers.push_back(register_module("layers." + std::to_string(l), std::make_shared<Block>(config, &gen)));
+    layers.push_back(register_module("layers." + std::to_string(l), std::make_shared<Block>(config, &gen, scheme_)));
   norm_ = register_module("norm", std::make_shared<nn::RMSNorm>(config.d_model, config.norm_eps));
   if (!config.tie_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<nn::Linear>(config.d_model, config.vocab_size, false, DType::Float32, &gen));
@@ -167,17 +141,14 @@ CausalLM::CausalLM(const ModelConfig& config, uint64_t seed) : config_(config) {
 std::map<std::string, Dims> parameter_shapes(const ModelConfig& config) {
   const int64_t V = config.vocab_size, D = config.d_model, F = config.d_ff;
   std::map<std::string, Dims> shapes{{"tok_emb.weight", {V, D}}, {"norm.weight", {D}}};
-  if (config.variant().embedding == PositionEmbedding::Learned) shapes["pos_emb.weight"] = {config.max_seq_len, D};
+  const std::shared_ptr<const PositionScheme> scheme = make_position_scheme(config);
+  for (const PositionParameter& p : scheme->model_parameters()) shapes[p.name] = p.shape;
   if (!config.tie_embeddings) shapes["lm_head.weight"] = {V, D};
   for (int64_t l = 0; l < config.n_layers; ++l) {
     const std::string layer = "layers." + std::to_string(l) + ".";
     shapes[layer + "attn_norm.weight"] = {D};
     for (const char* w : {"wq", "wk", "wv", "wo"}) shapes[layer + "attn." + w + ".weight"] = {D, D};
-    if (config.position == Position::ComplexFormer) {
-      shapes[layer + "attn.delta"] = {config.n_heads, config.pairs()};
-      shapes[layer + "attn.phase_bias"] = {config.n_heads, config.pairs()};
-      shapes[layer + "attn.beta"] = {config.n_heads};
-    }
+    for (const PositionParameter& p : scheme->layer_parameters()) shapes[layer + "attn." + p.name] = p.shape;
     shapes[layer + "ffn_norm.weight"] = {D};
     shapes[layer + "ffn.w1.weight"] = {F, D};
     shapes[layer + "ffn.w3.weight"] = {F, D};
@@ -187,18 +158,14 @@ std::map<std::string, Dims> parameter_shapes(const ModelConfig& config) {
 }
 
 int64_t parameter_count(const ModelConfig& config) {
-  const int64_t V = config.vocab_size, D = config.d_model, F = config.d_ff, H = config.n_heads;
-  int64_t per_layer = 4 * D * D + 3 * D * F + 2 * D;
-  if (config.position == Position::ComplexFormer) per_layer += 2 * H * config.pairs() + H;
-  return V * D * (config.tie_embeddings ? 1 : 2) + (config.variant().embedding == PositionEmbedding::Learned ? config.max_seq_len * D : 0) +
-         config.n_layers * per_layer + D;
+  return static_cast<int64_t>(config.parameter_count());  // exact: validate() keeps it below 2^31
 }
 
 Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   PHASOR_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 2, "model: tokens must be int64 [batch, seq], got ", tokens.dtype(),
                " ", tokens.shape());
   const int64_t n = tokens.size(1), offset = cache ? cache->length : 0;
-  check_positions_fit(config_, offset + n, "model: offset + length");
+  scheme_->check_fit(offset + n, "model: offset + length");
   const Tensor host_ids = ops::contiguous(to_cpu(tokens));  // checked on the host, then on the model's device
   const int64_t* p = host_ids.data<int64_t>();
   for (int64_t i = 0; i < host_ids.numel(); ++i)
@@ -206,11 +173,8 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   const Tensor ids = ops::to_device(host_ids, device());
   if (cache) cache->reserve(offset + n);
 
-  Tensor x = tok_emb_->forward(ids);
-  const PositionEmbedding embedding = config_.variant().embedding;
-  if (embedding == PositionEmbedding::Learned) x = x + narrow(pos_emb_->weight, 0, offset, n);
-  if (embedding == PositionEmbedding::Sinusoidal) x = x + ops::to_device(sinusoidal_positions(n, config_.d_model, offset), x.device());
-  const int64_t origin = cache ? cache->xpos_origin : xpos_origin(config_.xpos_scale_base, n);
+  Tensor x = scheme_->embed(tok_emb_->forward(ids), offset, position_parameters_);
+  const int64_t origin = cache ? cache->xpos_origin : scheme_->origin(n);
   for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr, origin);
   if (cache) cache->length += n;
   const Tensor& head = config_.tie_embeddings ? tok_emb_->weight : lm_head_->weight;
@@ -223,14 +187,14 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {
 }
 
 KVCache CausalLM::make_cache(int64_t batch, int64_t max_length) const {
-  check_positions_fit(config_, max_length, "generate: prompt + tokens");
+  scheme_->check_fit(max_length, "generate: prompt + tokens");
   PHASOR_CHECK(batch > 0 && max_length >= 0, "make_cache: batch must be positive and max_length non-negative, got ", batch, " and ",
                max_length);
   // The first allocation: a normal request fits in it; a long one grows from it (KVCache::reserve).
   constexpr int64_t kFirstCapacity = 256;
   KVCache cache;
   cache.max_length = max_length;
-  cache.xpos_origin = xpos_origin(config_.xpos_scale_base, max_length);
+  cache.xpos_origin = scheme_->origin(max_length);
   cache.capacity = std::min(max_length, kFirstCapacity);
   for (size_t l = 0; l < layers.size(); ++l)
     cache.layers.push_back({zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),

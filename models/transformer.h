@@ -1,12 +1,14 @@
 #pragma once
 // The causal language model of docs/spec.md ("The network"), every
-// `position` variant, with a KV cache for generation.
+// `position` variant through its scheme (models/positions.h), with a KV cache
+// for generation.
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "models/config.h"
+#include "models/positions.h"
 #include "nn/layers.h"
 
 namespace phasor {
@@ -23,15 +25,12 @@ struct KVCache {
   int64_t length = 0;        // positions already stored
   int64_t capacity = 0;      // positions allocated
   int64_t max_length = 0;    // the most positions it may hold: the request it was made for
-  int64_t xpos_origin = 0;   // where xpos measures its scales from (xpos_origin(S, max_length)), fixed for the cache's life
+  int64_t xpos_origin = 0;   // where xpos measures its scales from (PositionScheme::origin(max_length)), fixed for the cache's life
   // Makes room for `positions` positions: the capacity at least doubles (to at
   // least `positions`, at most max_length), the stored positions are copied.
   // A request past max_length is an error.
   void reserve(int64_t positions);
 };
-
-// ALiBi slopes of the spec (including the rule for head counts that are not powers of two).
-std::vector<double> alibi_slopes(int64_t n_heads);
 
 // What one forward pass of an Attention leaves for a study of its gradients or
 // attention (models/probe.h): set Attention::probe and the next forward fills
@@ -53,34 +52,34 @@ enum class AttentionImpl { Fused, Materialized };
 
 class Attention : public nn::Module {
  public:
-  Attention(const ModelConfig& config, Generator* gen);
+  // `scheme` is the model's (shared by its layers, with its table cache); null: one of its own.
+  Attention(const ModelConfig& config, Generator* gen, std::shared_ptr<const PositionScheme> scheme = nullptr);
   // x [B, N, D] at positions offset..offset+N-1; with a cache, keys/values are
-  // appended to it and attention covers everything stored so far. xpos
-  // measures its scales from position xpos_origin (models/config.h).
-  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin = 0) const;
+  // appended to it and attention covers everything stored so far. `origin`:
+  // the scheme's (PositionScheme::origin; where xpos measures its scales from).
+  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t origin = 0) const;
   // Pre-softmax scores [B, H, N, N] of a full sequence (for tests and attention maps).
   Tensor scores(const Tensor& x, int64_t offset) const;
 
   std::shared_ptr<nn::Linear> wq, wk, wv, wo;
-  Tensor delta, phase_bias, beta;  // complexformer only
+  Tensor delta, phase_bias, beta;  // complexformer's (its scheme's layer parameters by name); undefined otherwise
   RotationImpl rotation = RotationImpl::Fused;
   AttentionImpl attention = AttentionImpl::Fused;  // a probe always takes the materialised path (it keeps the probabilities)
   std::shared_ptr<AttentionProbe> probe;  // null: nothing is kept (the default)
 
  private:
   // Queries and keys after the variant's rotation, as real [B, N, H, d] tensors.
-  std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset, int64_t xpos_origin) const;
-  // r_out / phi_out receive the Euler transform's intermediates when not null.
-  Tensor rotate_composed(const Tensor& z, const Tensor& bias, int64_t offset, Tensor* r_out = nullptr, Tensor* phi_out = nullptr) const;
+  std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset, int64_t origin) const;
 
   ModelConfig config_;
-  Tensor slopes_;  // ALiBi, not a parameter
+  std::shared_ptr<const PositionScheme> scheme_;
+  std::vector<Tensor> position_parameters_;  // the scheme's layer parameters, in its order
 };
 
 class Block : public nn::Module {
  public:
-  Block(const ModelConfig& config, Generator* gen);
-  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t xpos_origin = 0) const;
+  Block(const ModelConfig& config, Generator* gen, std::shared_ptr<const PositionScheme> scheme = nullptr);
+  Tensor forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t origin = 0) const;
   std::shared_ptr<nn::RMSNorm> attn_norm, ffn_norm;
   std::shared_ptr<Attention> attn;
   std::shared_ptr<nn::SwiGLU> ffn;
@@ -107,6 +106,7 @@ class CausalLM : public nn::Module {
   void set_rotation(RotationImpl impl);
   void set_attention(AttentionImpl impl);
   const ModelConfig& config() const { return config_; }
+  const PositionScheme& positions() const { return *scheme_; }
   std::vector<std::shared_ptr<Block>> layers;
 
   // Parameter groups for AdamW: 2-d weights decay; norms, delta, phase_bias and beta do not.
@@ -115,7 +115,9 @@ class CausalLM : public nn::Module {
 
  private:
   ModelConfig config_;
-  std::shared_ptr<nn::Embedding> tok_emb_, pos_emb_;
+  std::shared_ptr<const PositionScheme> scheme_;  // one for every layer
+  std::shared_ptr<nn::Embedding> tok_emb_;
+  std::vector<Tensor> position_parameters_;  // the scheme's model parameters (pos_emb.weight), in its order
   std::shared_ptr<nn::RMSNorm> norm_;
   std::shared_ptr<nn::Linear> lm_head_;
 };
@@ -126,10 +128,8 @@ class CausalLM : public nn::Module {
 // a model of that size is built. `config` must be valid.
 std::map<std::string, Dims> parameter_shapes(const ModelConfig& config);
 // The number of parameters of that model (the sum over parameter_shapes), by
-// the spec's formula ("Parameter count"), in constant time. `config` must be valid.
+// the spec's formula ("Parameter count", ModelConfig::parameter_count), in
+// constant time. `config` must be valid.
 int64_t parameter_count(const ModelConfig& config);
-
-// Sinusoidal position encodings PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(...), rows offset..offset+n-1.
-Tensor sinusoidal_positions(int64_t n, int64_t d_model, int64_t offset);
 
 }  // namespace phasor

@@ -377,6 +377,45 @@ TEST_CASE("parameter_shapes and parameter_count describe the model a config buil
     }
 }
 
+TEST_CASE("position schemes: the parameter count validate() bounds is the built model's, for every variant") {
+  for (const Position position : all_positions()) {
+    INFO(position_name(position));
+    ModelConfig c = small_config(position);
+    c.tie_embeddings = false;
+    const CausalLM model(c);
+    CHECK(c.parameter_count() == static_cast<double>(model.parameter_count()));
+    CHECK(model.positions().name() == position_name(position));
+    CHECK(model.positions().max_positions() == (position == Position::Learned ? 64
+                                                : position == Position::XPos  ? xpos_max_positions(c.xpos_scale_base)
+                                                                              : kMaxPositions));
+  }
+}
+
+TEST_CASE("position schemes: a table is built once for every layer and forward, the cache stays bounded, the logits unchanged") {
+  for (const Position position : {Position::Rope, Position::XPos, Position::Alibi, Position::Sinusoidal}) {
+    INFO(position_name(position));
+    const CausalLM model(small_config(position), 3);  // two layers
+    NoGradGuard no_grad;
+    const Tensor tokens = random_tokens(2, 12, 4);
+    const Tensor first = model.forward(tokens);
+    // rope: one rotation for queries and keys; xpos: one each (their scales differ); alibi: the slopes; sinusoidal: the table.
+    const size_t tables = position == Position::XPos ? 2 : 1;
+    CHECK(model.positions().cached_tables() == tables);
+    CHECK(model.forward(tokens).to_vector<float>() == first.to_vector<float>());
+    CHECK(model.positions().cached_tables() == tables);
+    // One token at a time through a KV cache: a new offset each step, the oldest tables give way.
+    KVCache cache = model.make_cache(1, 40);
+    for (int64_t at = 0; at < 40; ++at) (void)model.forward(tokens.narrow(0, 0, 1).narrow(1, at % 12, 1).contiguous(), &cache);
+    CHECK(model.positions().cached_tables() == (position == Position::Alibi ? 1 : PositionScheme::kMaxTables));
+  }
+  // complexformer, learned and none build no table.
+  for (const Position position : {Position::ComplexFormer, Position::Learned, Position::None}) {
+    const CausalLM model(small_config(position), 3);
+    (void)model.forward(random_tokens(1, 8, 4));
+    CHECK(model.positions().cached_tables() == 0);
+  }
+}
+
 TEST_CASE("a KV cache that grows as it fills gives the logits of one allocated whole, bit for bit") {
   for (const Position position : all_positions())
     for (const int64_t batch : {1, 2}) {
