@@ -31,14 +31,23 @@ using nlohmann::json;
 // ------------------------------------------------------------------ presets
 
 // The variants the issue compares, all of one size (only complexformer adds
-// parameters: delta, phase_bias and beta, under 1% of the model).
+// parameters: delta, phase_bias and beta, under 1% of the model): every
+// variant of the table (models/config.h) that leaves the token embeddings
+// alone, so the grid compares what attention does with positions (a `learned`
+// table could not be evaluated past its training length either). The sweep's
+// own choice: complexformer twice, with each initialisation of CMHA.
 static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff) {
-  return {{"complexformer-rope", Position::ComplexFormer, CmhaInit::Rope, d_model, d_ff},
-          {"complexformer-paper", Position::ComplexFormer, CmhaInit::Paper, d_model, d_ff},
-          {"rope", Position::Rope, CmhaInit::Rope, d_model, d_ff},
-          {"xpos", Position::XPos, CmhaInit::Rope, d_model, d_ff},
-          {"alibi", Position::Alibi, CmhaInit::Rope, d_model, d_ff},
-          {"none", Position::None, CmhaInit::Rope, d_model, d_ff}};
+  std::vector<SweepVariant> grid;
+  for (const PositionVariant& v : kPositionVariants) {
+    if (v.embedding != PositionEmbedding::None) continue;
+    if (v.position != Position::ComplexFormer) {
+      grid.push_back({std::string(v.name), v.position, CmhaInit::Rope, d_model, d_ff});
+      continue;
+    }
+    for (CmhaInit init : {CmhaInit::Rope, CmhaInit::Paper})
+      grid.push_back({std::string(v.name) + "-" + std::string(cmha_init_name(init)), v.position, init, d_model, d_ff});
+  }
+  return grid;
 }
 
 SweepPlan sweep_preset(const std::string& name) {

@@ -51,6 +51,18 @@ SweepPlan tiny_plan() {
 
 }  // namespace
 
+TEST_CASE("presets: the main grid is the variant table's variants without a position embedding, complexformer with each init") {
+  for (const char* preset : {"quick", "long", "full"}) {
+    std::vector<std::string> names;
+    for (const SweepVariant& v : sweep_preset(preset).variants) {
+      names.push_back(v.name);
+      CHECK(v.name.starts_with(position_name(v.position)));  // the table's name, the sweep's init after it
+      CHECK(v.name.ends_with(v.position == Position::ComplexFormer ? cmha_init_name(v.cmha_init) : position_name(v.position)));
+    }
+    CHECK(names == std::vector<std::string>{"complexformer-rope", "complexformer-paper", "rope", "xpos", "alibi", "none"});
+  }
+}
+
 TEST_CASE("presets: the main grid has equal sizes, and cells are named uniquely") {
   for (const char* name : {"quick", "full"}) {
     const SweepPlan p = sweep_preset(name);
