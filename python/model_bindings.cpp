@@ -1,7 +1,8 @@
 // The model level: phasor.load(checkpoint) -> Model, and what the CLI does with
 // one: evaluate a text (`phasor eval`), the gradients of one evaluation window
 // (`phasor grad`), generate (`phasor generate`); the same functions of app/,
-// so the numbers and the error messages are the CLI's.
+// so the numbers and the error messages are the CLI's, except where a message
+// names an argument: then it names Python's (seq_len, not --seq-len).
 #include <memory>
 
 #include <pybind11/stl.h>
@@ -40,7 +41,7 @@ void bind_models(py::module_& m) {
       .def("loss", [](const CausalLM& model, const Tensor& tokens, const Tensor& targets) { return model.loss(tokens, targets); },
            "tokens"_a, "targets"_a, "mean cross-entropy of the next-token predictions (differentiable)")
       .def("evaluate", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t max_windows, int64_t batch) {
-             check_positions_fit(model.config(), seq_len, "eval: --seq-len");
+             check_positions_fit(model.config(), seq_len, "Model.evaluate: seq_len");  // in Python's words, not the CLI's
              const EvalResult r = evaluate(model, ByteTokenizer().encode(text), seq_len, max_windows, batch);
              return py::dict("loss"_a = r.loss, "ppl"_a = r.ppl, "tokens"_a = r.tokens, "windows"_a = r.windows,
                              "seq_len"_a = r.seq_len);

@@ -67,3 +67,10 @@ def test_errors_carry_the_cli_message(run_cli, checkpoint, text_file, tmp_path):
     with pytest.raises(phasor.Error) as e:
         phasor.load(str(missing))
     assert str(e.value) == err[len("phasor: "):].rstrip("\n")
+
+
+def test_a_refused_argument_is_named_as_python_calls_it(checkpoint, text_file):
+    """The CLI's message would say `eval: --seq-len`; Python has no such flag."""
+    with pytest.raises(phasor.Error) as e:
+        phasor.load(str(checkpoint)).evaluate(text_file.read_bytes(), seq_len=(1 << 20) + 1)
+    assert str(e.value) == "Model.evaluate: seq_len 1048577 exceeds the 1048576 positions Phasor supports"
