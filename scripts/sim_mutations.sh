@@ -129,8 +129,12 @@ done
 # Runs the cases on the mutant; PHASOR_MUTANT (if any) already set.
 judge() {
   local name=$1 cases=$2
-  if "$work/build/tests/test_cuda" "--test-case=$cases" > "$work/run.log" 2>&1; then
+  local rc=0
+  timeout 900 "$work/build/tests/test_cuda" "--test-case=$cases" > "$work/run.log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
     echo "mutation SURVIVED: $name ($cases)"; failed=1
+  elif [ "$rc" = 124 ]; then  # e.g. a heap corrupted by the mutant: doctest's signal handler then hangs in malloc
+    echo "mutation caught: $name, by $cases: the run hung (killed after 900 s)"
   else
     echo "mutation caught: $name, by $cases: $(grep -m1 -E 'differ|ERROR|CRASH' "$work/run.log" | cut -c1-220)"
   fi
