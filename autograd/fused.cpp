@@ -1,5 +1,6 @@
 // Derivatives of the fused ops: each backward is one hand-written kernel
-// (tensor/fused.h; kernels in tensor/cpu/fused.cpp), with the maths stated there.
+// (tensor/fused.h; kernels in tensor/cpu/fused.cpp and, for the rotations,
+// tensor/cpu/rotation.cpp), with the maths stated there.
 //
 // Under create_graph (grad mode on during backward) a fused backward instead
 // differentiates the op's composed reference path (the *_reference functions
@@ -13,6 +14,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "tensor/scalar_math.h"
 
 namespace phasor {
 
@@ -89,7 +91,7 @@ Tensor cmha_rotate_reference(const Tensor& z, const Tensor& delta, const Tensor&
   std::vector<double> mw(static_cast<size_t>(n * p));
   for (int64_t m = 0; m < n; ++m)
     for (int64_t j = 0; j < p; ++j)
-      mw[m * p + j] = static_cast<double>(offset + m) * std::pow(rope_base, -2.0 * static_cast<double>(j) / static_cast<double>(2 * p));
+      mw[m * p + j] = static_cast<double>(offset + m) * scalar::rope_frequency(rope_base, j, p);
   const Tensor angles = ops::to_device(ops::to(from_vector(mw, {n, 1, p}), real_dtype(z.dtype())), z.device());
   const Tensor position = reshape(beta, {h, 1}) * angles;  // [N, H, P]
   Tensor theta = delta * phi + position;

@@ -780,6 +780,7 @@ Attn<T> device_args(const AttentionArgs& x) {
 
 }  // namespace
 
+// out [B, Nq, H, d] and logsumexp [B, H, Nq], contiguous.
 void launch_attention_forward(DType t, const AttentionArgs& args, void* out, void* logsumexp) {
   if (args.b * args.h * args.nq == 0) return;
   dispatch_real(t, "causal_attention", [&]<class T>() {
@@ -793,6 +794,8 @@ void launch_attention_forward(DType t, const AttentionArgs& args, void* out, voi
   });
 }
 
+// grad (d loss / d out) and out: the forward's output, [B, Nq, H, d] as q; logsumexp [B, H, Nq]
+// contiguous; dq, dk, dv contiguous, shaped like q, k, v. Deterministic: no atomics.
 void launch_attention_backward(DType t, const AttentionArgs& args, const AttentionOperand& grad, const AttentionOperand& out,
                                const void* logsumexp, void* dq, void* dk, void* dv) {
   if (args.b * args.h == 0 || args.nk == 0) return;  // nothing to write (nq == 0 still zeroes dk and dv below)
@@ -825,6 +828,38 @@ void launch_attention_backward(DType t, const AttentionArgs& args, const Attenti
       check_launch("attention_backward (dq, any head width)");
     }
   });
+}
+
+// ---------------------------------------------------------------- the ops (cuda/kernels.h)
+
+namespace {
+// A [B, N, H, d] operand with packed heads (the front-end made them so): its batch and row strides.
+AttentionOperand attention_operand(const Tensor& t) { return {t.raw_data(), t.stride(0), t.stride(1)}; }
+
+AttentionArgs attention_args(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionParams& p) {
+  AttentionArgs a;
+  a.q = attention_operand(q);
+  a.k = attention_operand(k);
+  a.v = attention_operand(v);
+  a.slopes = data_or_null(p.slopes);
+  a.b = q.size(0);
+  a.nq = q.size(1);
+  a.nk = k.size(1);
+  a.h = q.size(2);
+  a.d = q.size(3);
+  a.offset = p.offset;
+  a.scale = p.scale;
+  return a;
+}
+}  // namespace
+
+void attention_forward(const ops::AttentionForwardArgs& a) {
+  launch_attention_forward(a.q.dtype(), attention_args(a.q, a.k, a.v, a.p), a.out.out.raw_data(), a.out.logsumexp.raw_data());
+}
+
+void attention_backward(const ops::AttentionBackwardArgs& a) {
+  launch_attention_backward(a.q.dtype(), attention_args(a.q, a.k, a.v, a.p), attention_operand(a.grad), attention_operand(a.forward.out),
+                            a.forward.logsumexp.raw_data(), a.out.dq.raw_data(), a.out.dk.raw_data(), a.out.dv.raw_data());
 }
 
 }  // namespace phasor::gpu

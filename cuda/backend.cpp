@@ -10,6 +10,7 @@
 #include "cuda/runtime.h"
 #include "tensor/backend.h"
 #include "tensor/index_plan.h"
+#include "tensor/ops.h"
 #include "tensor/strided.h"
 
 namespace phasor::gpu {
@@ -36,8 +37,6 @@ Strided<N> geometry(const Tensor& out, const std::array<Tensor, N - 1>& ins) {
   for (int i = 0; i < N; ++i) g.base[i] = plan.base[i];
   return g;
 }
-
-int64_t rows_of(const Tensor& x) { return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1; }
 
 // The values of an index tensor, on the host (one synchronisation).
 std::vector<int64_t> host_indices(const Tensor& index) { return index.to_vector<int64_t>(); }
@@ -72,41 +71,6 @@ struct DeviceSegments {
         list(ops::to_device(from_vector(s.list), kGpu)),
         count(static_cast<int64_t>(s.target.size())) {}
 };
-
-const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
-
-// A [B, N, H, d] operand with packed heads (the front-end made them so): its batch and row strides.
-AttentionOperand attention_operand(const Tensor& t) { return {t.raw_data(), t.stride(0), t.stride(1)}; }
-
-AttentionArgs attention_args(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionParams& p) {
-  AttentionArgs a;
-  a.q = attention_operand(q);
-  a.k = attention_operand(k);
-  a.v = attention_operand(v);
-  a.slopes = data_or_null(p.slopes);
-  a.b = q.size(0);
-  a.nq = q.size(1);
-  a.nk = k.size(1);
-  a.h = q.size(2);
-  a.d = q.size(3);
-  a.offset = p.offset;
-  a.scale = p.scale;
-  return a;
-}
-
-CmhaArgs cmha_args(const Tensor& z, const ops::CmhaParams& p) {
-  CmhaArgs args;
-  args.delta = p.delta.raw_data();
-  args.bias = data_or_null(p.phase_bias);
-  args.beta = p.beta.raw_data();
-  args.b = z.size(0);
-  args.n = z.size(1);
-  args.h = z.size(2);
-  args.p = z.size(3);
-  args.offset = p.offset;
-  args.rope_base = p.rope_base;
-  return args;
-}
 
 class CudaBackend final : public Backend {
  public:
@@ -199,86 +163,12 @@ class CudaBackend final : public Backend {
                        seg.list.data<int64_t>(), seg.count, 1, 1, out.numel(), src.numel());
   }
 
-  // ---------------------------------------------------------------- fused (cuda/fused.cu)
+  // ---------------------------------------------------------------- fused ops (cuda/kernels.h)
 
-  void rms_norm(const ops::RmsNormResult& r, const Tensor& x, const Tensor& w, double eps) override {
-    launch_rms_norm(x.dtype(), x.raw_data(), w.raw_data(), r.y.raw_data(), r.inv_rms.raw_data(), rows_of(x), x.size(-1), eps);
-  }
-
-  void rms_norm_backward(const ops::RmsNormGrads& out, const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& inv_rms) override {
-    launch_rms_norm_backward(x.dtype(), g.raw_data(), x.raw_data(), w.raw_data(), inv_rms.raw_data(), out.dx.raw_data(),
-                             out.dweight.raw_data(), rows_of(x), x.size(-1));
-  }
-
-  int64_t cross_entropy(const ops::CrossEntropyResult& r, const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                        bool mean) override {
-    const int64_t rows = logits.size(0), v = logits.size(1);
-    const std::vector<int64_t> t = host_indices(targets);
-    int64_t count = 0;
-    for (int64_t i = 0; i < rows; ++i) {
-      if (t[i] == ignore_index) continue;
-      if (t[i] < 0 || t[i] >= v) target_out_of_range(t[i], i, v);
-      ++count;
-    }
-    const double denom = mean ? static_cast<double>(std::max<int64_t>(count, 1)) : 1.0;
-    launch_cross_entropy(logits.dtype(), logits.raw_data(), targets.data<int64_t>(), r.logsumexp.raw_data(), r.loss.raw_data(), rows, v,
-                         ignore_index, denom);
-    return count;
-  }
-
-  void cross_entropy_backward(const Tensor& d, double grad, const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                              int64_t ignore_index) override {
-    launch_cross_entropy_backward(logits.dtype(), logits.raw_data(), targets.data<int64_t>(), lse.raw_data(), d.raw_data(), logits.size(0),
-                                  logits.size(1), ignore_index, grad);
-  }
-
-  void swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) override {
-    launch_swiglu(gate.dtype(), gate.raw_data(), up.raw_data(), out.raw_data(), gate.numel());
-  }
-  void swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) override {
-    launch_swiglu_backward(gate.dtype(), grad.raw_data(), gate.raw_data(), up.raw_data(), out.dgate.raw_data(), out.dup.raw_data(),
-                           gate.numel());
-  }
-  void rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) override {
-    launch_rotate(z.dtype(), z.raw_data(), table.raw_data(), out.raw_data(), z.size(0), z.size(1), z.size(2), z.size(3), conjugate_table);
-  }
-
-  void cmha_rotate(const Tensor& out, const Tensor& z, const ops::CmhaParams& p) override {
-    launch_cmha_rotate(z.dtype(), z.raw_data(), out.raw_data(), cmha_args(z, p));
-  }
-
-  void cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g, const Tensor& z, const ops::CmhaParams& p) override {
-    launch_cmha_rotate_backward(z.dtype(), g.raw_data(), z.raw_data(), out.dz.raw_data(), out.ddelta.raw_data(),
-                                out.dphase_bias.defined() ? out.dphase_bias.raw_data() : nullptr, out.dbeta.raw_data(), cmha_args(z, p));
-  }
-
-  void attention_softmax(const Tensor& probs, const Tensor& scores, const Tensor& slopes, double scale, int64_t offset) override {
-    const int64_t b = scores.size(0), h = scores.size(1), nq = scores.size(2), nk = scores.size(3);
-    launch_attention_softmax(scores.dtype(), scores.raw_data(), data_or_null(slopes), probs.raw_data(), b * h, h, nq, nk, scale, offset);
-  }
-
-  void attention_softmax_backward(const Tensor& d, const Tensor& grad, const Tensor& probs, double scale) override {
-    const int64_t nk = probs.dim() ? probs.size(-1) : 1, rows = probs.numel() / std::max<int64_t>(nk, 1);
-    launch_attention_softmax_backward(probs.dtype(), grad.raw_data(), probs.raw_data(), d.raw_data(), rows, nk, scale);
-  }
-
-  // ---------------------------------------------------------------- fused attention (cuda/attention.cu)
-
-  void attention_forward(const ops::AttentionResult& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const ops::AttentionParams& p) override {
-    launch_attention_forward(q.dtype(), attention_args(q, k, v, p), out.out.raw_data(), out.logsumexp.raw_data());
-  }
-
-  void attention_backward(const ops::AttentionGrads& out, const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const ops::AttentionResult& forward, const ops::AttentionParams& p) override {
-    launch_attention_backward(q.dtype(), attention_args(q, k, v, p), attention_operand(grad), attention_operand(forward.out),
-                              forward.logsumexp.raw_data(), out.dq.raw_data(), out.dk.raw_data(), out.dv.raw_data());
-  }
-
-  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const ops::AdamWStep& s) override {
-    launch_adamw(param.dtype(), param.raw_data(), grad.raw_data(), exp_avg.raw_data(), exp_avg_sq.raw_data(), param.numel(), s.lr,
-                 s.weight_decay, s.beta1, s.beta2, s.eps, s.bias_correction1, s.bias_correction2_sqrt);
-  }
+#define PHASOR_FUSED_METHOD(name, Args) \
+  void name(const ops::Args& args) override { gpu::name(args); }
+  PHASOR_FUSED_OPS(PHASOR_FUSED_METHOD)
+#undef PHASOR_FUSED_METHOD
 };
 
 }  // namespace

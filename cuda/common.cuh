@@ -11,6 +11,9 @@
 
 namespace phasor::gpu {
 
+// A tensor's device pointer, or null for an undefined (optional) operand.
+inline const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
 template <class R>
 using cplx = ::cuda::std::complex<R>;
 

@@ -227,6 +227,7 @@ void launch_random(DType real, bool normal, double a, double b, uint64_t seed, u
   });
 }
 
+// AdamW on contiguous real arrays (CPU: tensor/cpu/fused.cpp).
 void launch_adamw(DType t, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n, double lr, double weight_decay,
                   double beta1, double beta2, double eps, double bias_correction1, double bias_correction2_sqrt) {
   if (n == 0) return;
@@ -238,6 +239,12 @@ void launch_adamw(DType t, void* param, const void* grad, void* exp_avg, void* e
                                                             static_cast<T*>(exp_avg_sq), n, c);
     check_launch("adamw_step_");
   });
+}
+
+void adamw_step(const ops::AdamWArgs& a) {
+  const ops::AdamWStep& s = a.step;
+  launch_adamw(a.param.dtype(), a.param.raw_data(), a.grad.raw_data(), a.exp_avg.raw_data(), a.exp_avg_sq.raw_data(), a.param.numel(), s.lr,
+               s.weight_decay, s.beta1, s.beta2, s.eps, s.bias_correction1, s.bias_correction2_sqrt);
 }
 
 }  // namespace phasor::gpu

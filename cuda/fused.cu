@@ -331,7 +331,7 @@ struct Frequencies {
   Buffer buffer;
   Frequencies(int64_t pairs, double base) : buffer(static_cast<size_t>(std::max<int64_t>(pairs, 1)) * sizeof(double)) {
     std::vector<double> w(static_cast<size_t>(pairs));
-    for (int64_t j = 0; j < pairs; ++j) w[j] = std::pow(base, -2.0 * static_cast<double>(j) / (2.0 * static_cast<double>(pairs)));
+    for (int64_t j = 0; j < pairs; ++j) w[j] = scalar::rope_frequency(base, j, pairs);
     copy_to_device(buffer.get(), w.data(), w.size() * sizeof(double));
   }
 };
@@ -353,6 +353,7 @@ void launch_rms_norm(DType t, const void* x, const void* w, void* y, void* inv_r
   });
 }
 
+// dx per row; dweight summed over rows in fixed order (two passes, no atomics).
 void launch_rms_norm_backward(DType t, const void* g, const void* x, const void* w, const void* inv_rms, void* dx, void* dw, int64_t rows,
                               int64_t d) {
   dispatch_real(t, "rms_norm_backward", [&]<class T>() {
@@ -374,6 +375,7 @@ void launch_rms_norm_backward(DType t, const void* g, const void* x, const void*
   });
 }
 
+// Per-row logsumexp, and the loss (sum over rows with target != ignore_index, divided by `denom`).
 void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, void* lse, void* loss, int64_t rows, int64_t v,
                           int64_t ignore_index, double denom) {
   dispatch_real(t, "cross_entropy", [&]<class T>() {
@@ -416,6 +418,7 @@ void launch_swiglu_backward(DType t, const void* grad, const void* gate, const v
   });
 }
 
+// z [B, N, H, P] complex times table [N, P] (conjugated if asked).
 void launch_rotate(DType t, const void* z, const void* table, void* out, int64_t b, int64_t n, int64_t h, int64_t p, bool conj) {
   const int64_t positions = b * n, hp = h * p;
   if (positions * hp == 0) return;
@@ -440,6 +443,8 @@ void launch_cmha_rotate(DType t, const void* z, void* out, const CmhaArgs& a) {
   });
 }
 
+// One pass over (grad, z): dz, and the sums of ddelta, dphase_bias (if bias) and dbeta over
+// batch and positions, reduced per block and then over blocks in fixed order.
 void launch_cmha_rotate_backward(DType t, const void* grad, const void* z, void* dz, void* ddelta, void* dbias, void* dbeta,
                                  const CmhaArgs& a) {
   const int64_t hp = a.h * a.p, positions = a.b * a.n;
@@ -488,6 +493,76 @@ void launch_attention_softmax_backward(DType t, const void* grad, const void* pr
         static_cast<const T*>(grad), static_cast<const T*>(probs), static_cast<T*>(d), nk, static_cast<T>(scale));
     check_launch("attention_softmax_backward");
   });
+}
+
+// ---------------------------------------------------------------- the ops (cuda/kernels.h)
+
+namespace {
+CmhaArgs cmha_args(const Tensor& z, const ops::CmhaParams& p) {
+  CmhaArgs args;
+  args.delta = p.delta.raw_data();
+  args.bias = data_or_null(p.phase_bias);
+  args.beta = p.beta.raw_data();
+  args.b = z.size(0);
+  args.n = z.size(1);
+  args.h = z.size(2);
+  args.p = z.size(3);
+  args.offset = p.offset;
+  args.rope_base = p.rope_base;
+  return args;
+}
+}  // namespace
+
+void rms_norm(const ops::RmsNormArgs& a) {
+  launch_rms_norm(a.x.dtype(), a.x.raw_data(), a.weight.raw_data(), a.out.y.raw_data(), a.out.inv_rms.raw_data(), rows_of(a.x), a.x.size(-1),
+                  a.eps);
+}
+
+void rms_norm_backward(const ops::RmsNormBackwardArgs& a) {
+  launch_rms_norm_backward(a.x.dtype(), a.grad.raw_data(), a.x.raw_data(), a.weight.raw_data(), a.inv_rms.raw_data(), a.out.dx.raw_data(),
+                           a.out.dweight.raw_data(), rows_of(a.x), a.x.size(-1));
+}
+
+void cross_entropy(const ops::CrossEntropyArgs& a) {
+  const double denom = a.mean ? static_cast<double>(std::max<int64_t>(a.out.count, 1)) : 1.0;
+  launch_cross_entropy(a.logits.dtype(), a.logits.raw_data(), a.targets.data<int64_t>(), a.out.logsumexp.raw_data(), a.out.loss.raw_data(),
+                       a.logits.size(0), a.logits.size(1), a.ignore_index, denom);
+}
+
+void cross_entropy_backward(const ops::CrossEntropyBackwardArgs& a) {
+  launch_cross_entropy_backward(a.logits.dtype(), a.logits.raw_data(), a.targets.data<int64_t>(), a.logsumexp.raw_data(), a.dlogits.raw_data(),
+                                a.logits.size(0), a.logits.size(1), a.ignore_index, a.grad);
+}
+
+void swiglu(const ops::SwigluArgs& a) { launch_swiglu(a.gate.dtype(), a.gate.raw_data(), a.up.raw_data(), a.out.raw_data(), a.gate.numel()); }
+
+void swiglu_backward(const ops::SwigluBackwardArgs& a) {
+  launch_swiglu_backward(a.gate.dtype(), a.grad.raw_data(), a.gate.raw_data(), a.up.raw_data(), a.out.dgate.raw_data(), a.out.dup.raw_data(),
+                         a.gate.numel());
+}
+
+void rotate(const ops::RotateArgs& a) {
+  const Tensor& z = a.z;
+  launch_rotate(z.dtype(), z.raw_data(), a.table.raw_data(), a.out.raw_data(), z.size(0), z.size(1), z.size(2), z.size(3), a.conjugate_table);
+}
+
+void cmha_rotate(const ops::CmhaRotateArgs& a) { launch_cmha_rotate(a.z.dtype(), a.z.raw_data(), a.out.raw_data(), cmha_args(a.z, a.p)); }
+
+void cmha_rotate_backward(const ops::CmhaRotateBackwardArgs& a) {
+  launch_cmha_rotate_backward(a.z.dtype(), a.grad.raw_data(), a.z.raw_data(), a.out.dz.raw_data(), a.out.ddelta.raw_data(),
+                              a.out.dphase_bias.defined() ? a.out.dphase_bias.raw_data() : nullptr, a.out.dbeta.raw_data(), cmha_args(a.z, a.p));
+}
+
+void attention_softmax(const ops::AttentionSoftmaxArgs& a) {
+  const Tensor& s = a.scores;
+  const int64_t b = s.size(0), h = s.size(1), nq = s.size(2), nk = s.size(3);
+  launch_attention_softmax(s.dtype(), s.raw_data(), data_or_null(a.slopes), a.probs.raw_data(), b * h, h, nq, nk, a.scale, a.offset);
+}
+
+void attention_softmax_backward(const ops::AttentionSoftmaxBackwardArgs& a) {
+  const Tensor& p = a.probs;
+  launch_attention_softmax_backward(p.dtype(), a.grad.raw_data(), p.raw_data(), a.dscores.raw_data(), rows_of(p), p.dim() ? p.size(-1) : 1,
+                                    a.scale);
 }
 
 }  // namespace phasor::gpu

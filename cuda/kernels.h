@@ -38,10 +38,6 @@ void launch_pow_scalar(DType t, double p, const Strided<2>& g);              // 
 // Element i (row-major over the real view) = low + (high - low) * philox_uniform(seed, first, i),
 // or mean + std * philox_normal(seed, first, i).
 void launch_random(DType real, bool normal, double a, double b, uint64_t seed, uint64_t first, const Strided<1>& g);
-// AdamW on contiguous real arrays (CPU: tensor/cpu/fused.cpp).
-void launch_adamw(DType t, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n, double lr,
-                  double weight_decay, double beta1, double beta2, double eps, double bias_correction1,
-                  double bias_correction2_sqrt);
 
 // ---- reductions (cuda/reduce.cu; CPU: tensor/cpu/reduce.cpp) ----
 // x [rows, n] contiguous -> out [rows]; float32 and complex64 accumulate in double.
@@ -67,20 +63,8 @@ void launch_segment_add(DType t, void* out, const void* src, const int64_t* targ
 void launch_gather(int64_t item_bytes, const void* x, const int64_t* index, void* out, int ndim, const int64_t* index_shape,
                    const int64_t* x_strides, int dim, int64_t numel);
 
-// ---- fused transformer kernels (cuda/fused.cu; CPU: tensor/cpu/fused.cpp) ----
-void launch_rms_norm(DType t, const void* x, const void* w, void* y, void* inv_rms, int64_t rows, int64_t d, double eps);
-// dx per row; dweight summed over rows in fixed order (two passes, no atomics).
-void launch_rms_norm_backward(DType t, const void* g, const void* x, const void* w, const void* inv_rms, void* dx, void* dw,
-                              int64_t rows, int64_t d);
-// Per-row logsumexp, and the loss (sum over rows with target != ignore_index, divided by `denom`).
-void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, void* lse, void* loss, int64_t rows, int64_t v,
-                          int64_t ignore_index, double denom);
-void launch_cross_entropy_backward(DType t, const void* logits, const int64_t* targets, const void* lse, void* d, int64_t rows,
-                                   int64_t v, int64_t ignore_index, double g);
-// z [B, N, H, P] complex times table [N, P] (conjugated if asked).
-void launch_swiglu(DType t, const void* gate, const void* up, void* out, int64_t n);
-void launch_swiglu_backward(DType t, const void* grad, const void* gate, const void* up, void* dgate, void* dup, int64_t n);
-void launch_rotate(DType t, const void* z, const void* table, void* out, int64_t b, int64_t n, int64_t h, int64_t p, bool conj);
+// ---- the launch arguments of cuda/fused.cu's ComplexFormer rotation and of
+// cuda/attention.cu's fused causal attention.
 struct CmhaArgs {
   const void* delta = nullptr;  // [H, P] real
   const void* bias = nullptr;   // [H, P] real or null
@@ -88,16 +72,6 @@ struct CmhaArgs {
   int64_t b = 0, n = 0, h = 0, p = 0, offset = 0;
   double rope_base = 10000.0;
 };
-void launch_cmha_rotate(DType t, const void* z, void* out, const CmhaArgs& a);
-// One pass over (grad, z): dz, and the sums of ddelta, dphase_bias (if bias) and dbeta over
-// batch and positions, reduced per block and then over blocks in fixed order.
-void launch_cmha_rotate_backward(DType t, const void* grad, const void* z, void* dz, void* ddelta, void* dbias, void* dbeta,
-                                 const CmhaArgs& a);
-void launch_attention_softmax(DType t, const void* scores, const void* slopes, void* probs, int64_t bh, int64_t h, int64_t nq,
-                              int64_t nk, double scale, int64_t offset);
-void launch_attention_softmax_backward(DType t, const void* grad, const void* probs, void* d, int64_t rows, int64_t nk, double scale);
-
-// ---- fused causal attention (cuda/attention.cu; CPU: tensor/cpu/attention.cpp) ----
 // An operand [B, N, H, d] with packed heads (element stride 1, head stride d)
 // and any batch and row strides, in elements.
 struct AttentionOperand {
@@ -110,11 +84,16 @@ struct AttentionArgs {
   int64_t b = 0, nq = 0, nk = 0, h = 0, d = 0, offset = 0;
   double scale = 1.0;
 };
-// out [B, Nq, H, d] and logsumexp [B, H, Nq], contiguous.
-void launch_attention_forward(DType t, const AttentionArgs& a, void* out, void* logsumexp);
-// grad (d loss / d out) and out: the forward's output, [B, Nq, H, d] as q; logsumexp [B, H, Nq]
-// contiguous; dq, dk, dv contiguous, shaped like q, k, v. Deterministic: no atomics.
-void launch_attention_backward(DType t, const AttentionArgs& a, const AttentionOperand& grad, const AttentionOperand& out,
-                               const void* logsumexp, void* dq, void* dk, void* dv);
+// ---- the fused ops of tensor/fused_ops.h's list, one function each, called by
+// cuda/backend.cpp's methods of the same name: in cuda/fused.cu (CPU:
+// tensor/cpu/fused.cpp and rotation.cpp), attention_forward and
+// attention_backward in cuda/attention.cu (CPU: tensor/cpu/attention.cpp),
+// adamw_step in cuda/elementwise.cu.
+#define PHASOR_FUSED_FUNCTION(name, Args) void name(const ops::Args& args);
+PHASOR_FUSED_OPS(PHASOR_FUSED_FUNCTION)
+#undef PHASOR_FUSED_FUNCTION
+// RMSNorm's launcher on raw pointers, for test_cuda's check of the grid limit
+// on a row count no tensor could hold.
+void launch_rms_norm(DType t, const void* x, const void* w, void* y, void* inv_rms, int64_t rows, int64_t d, double eps);
 
 }  // namespace phasor::gpu

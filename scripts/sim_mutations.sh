@@ -32,14 +32,14 @@ build_test() {
 }
 
 # (doctest splits filters at commas: `?` stands for the commas in case names)
-attn='*fused causal attention? forward and backward? against the CPU kernel*'
-fallback='*fused causal attention*against the CPU kernel*'
+attn='*fused op attention_forward*,*fused op attention_backward*'
+fallback='*fused causal attention?s fallback*,*fused op attention_forward*,*fused op attention_backward*'
 # Barriers: name | file | function | which barrier of the function (1 = first) | doctest cases that must catch it
 barriers=(
-  "block_reduce: 1st barrier (the warp partials)|cuda/common.cuh|block_reduce|1|*sum over any dims*,*logsumexp*,*attention softmax*"
-  "block_reduce: 2nd barrier (the block total)|cuda/common.cuh|block_reduce|2|*sum over any dims*,*logsumexp*,*attention softmax*"
+  "block_reduce: 1st barrier (the warp partials)|cuda/common.cuh|block_reduce|1|*sum over any dims*,*logsumexp*,*fused op attention_softmax*"
+  "block_reduce: 2nd barrier (the block total)|cuda/common.cuh|block_reduce|2|*sum over any dims*,*logsumexp*,*fused op attention_softmax*"
   "extreme_kernel: its barrier (the warp bests)|cuda/reduce.cu|extreme_kernel|1|*max and min*"
-  "cmha_backward_kernel: its barrier (the column partials)|cuda/fused.cu|cmha_backward_kernel|1|*ComplexFormer rotation*"
+  "cmha_backward_kernel: its barrier (the column partials)|cuda/fused.cu|cmha_backward_kernel|1|*fused op cmha_rotate*"
   "attention_forward_kernel: 1st barrier (the previous tile's readers)|cuda/attention.cu|attention_forward_kernel|1|$attn"
   "attention_forward_kernel: 2nd barrier (the K, V tile loads)|cuda/attention.cu|attention_forward_kernel|2|$attn"
   "attention_forward_kernel: 3rd barrier (the P tile)|cuda/attention.cu|attention_forward_kernel|3|$attn"
@@ -61,7 +61,7 @@ barriers=(
 edits=(
   "load_tile: tile bound off by one|cuda/attention.cu|s/dst\[r \* LD + e\] = r < rows \&\& e < d/dst[r * LD + e] = r <= rows \&\& e < d/|$attn"
   "copy_to_host: stream synchronisation dropped|cuda/runtime.cpp|/cudaMemcpyDeviceToHost, stream()), \"cudaMemcpyAsync (device to host)\");/{n;s/.*cudaStreamSynchronize.*//}|*copies both ways*"
-  "row kernels: one block too few|cuda/common.cuh|s/  return static_cast<unsigned>(rows);/  return static_cast<unsigned>(rows - 1);/|*RMSNorm*"
+  "row kernels: one block too few|cuda/common.cuh|s/  return static_cast<unsigned>(rows);/  return static_cast<unsigned>(rows - 1);/|*fused op rms_norm*"
 )
 
 # The line of the k-th `__syncthreads();` in the function `fn` of `file` (a

@@ -30,7 +30,8 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   PHASOR_CHECK(!p.slopes.defined() || p.slopes.shape() == Dims({h}), op, ": slopes shape ", p.slopes.shape(), " is not [", h, "]");
 }
 
-AttentionParams on(const AttentionParams& p, DType dtype, Device device) {
+// The operands of a kernel: the slopes on `device`, in `dtype`, contiguous.
+AttentionParams operand(const AttentionParams& p, DType dtype, Device device) {
   return {p.scale, p.offset, p.slopes.defined() ? contiguous(to(on_device(p.slopes, device), dtype)) : Tensor()};
 }
 
@@ -41,7 +42,7 @@ AttentionResult causal_attention(const Tensor& q_in, const Tensor& k_in, const T
   check_inputs("causal_attention", q_in, k_in, v_in, p);
   const Tensor q = packed_heads(q_in, device), k = packed_heads(k_in, device), v = packed_heads(v_in, device);
   AttentionResult r{empty(q.shape(), q.dtype(), device), empty({q.size(0), q.size(2), q.size(1)}, q.dtype(), device)};
-  backend(device).attention_forward(r, q, k, v, on(p, q.dtype(), device));
+  backend(device).attention_forward({r, q, k, v, operand(p, q.dtype(), device)});
   return r;
 }
 
@@ -57,7 +58,7 @@ AttentionGrads causal_attention_backward(const Tensor& grad_in, const Tensor& q_
   const DType t = q.dtype();
   const AttentionResult saved{packed_heads(to(fwd.out, t), device), contiguous(to(on_device(fwd.logsumexp, device), t))};
   AttentionGrads g{empty(q.shape(), t, device), empty(k.shape(), t, device), empty(v.shape(), t, device)};
-  backend(device).attention_backward(g, packed_heads(to(grad_in, t), device), q, k, v, saved, on(p, t, device));
+  backend(device).attention_backward({g, packed_heads(to(grad_in, t), device), q, k, v, saved, operand(p, t, device)});
   return g;
 }
 

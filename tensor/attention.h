@@ -10,32 +10,21 @@
 // causal_attention in autograd/fused.h. The materialised path (scores, then
 // attention_softmax of tensor/fused.h, then a GEMM) computes the same numbers
 // and stays as the readable reference.
-#include "tensor/tensor.h"
+#include "tensor/fused_ops.h"
 
 namespace phasor::ops {
 
 // Query row i sits at position offset + i and sees the keys n <= offset + i
 // (offset > 0: a KV cache holds the earlier keys). Its score against key n is
 //   scale (q_i . k_n) - slope_h (offset + i - n),
-// the second term only when slopes ([H], ALiBi) are given.
-struct AttentionParams {
-  double scale = 1.0;
-  int64_t offset = 0;
-  Tensor slopes;
-};
+// the second term only when slopes ([H], ALiBi) are given (AttentionParams,
+// AttentionResult and AttentionGrads: tensor/fused_ops.h).
 
 // q [B, Nq, H, d], k and v [B, Nk, H, d] (Nk >= 1), one real floating dtype.
 // Any batch and row strides are accepted (a KV cache's narrowed view); heads
 // and elements must be packed ([.., H, d] contiguous), else a copy is made.
-struct AttentionResult {
-  Tensor out;        // [B, Nq, H, d], contiguous
-  Tensor logsumexp;  // [B, H, Nq]: log sum_n exp(score(i, n)) over the visible keys
-};
 AttentionResult causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p);
 
-struct AttentionGrads {
-  Tensor dq, dk, dv;  // contiguous, shaped like q, k, v
-};
 // grad: d loss / d out. `forward` is what causal_attention returned for these inputs.
 AttentionGrads causal_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
                                          const AttentionResult& forward, const AttentionParams& p);

@@ -1,21 +1,45 @@
 #include "tensor/backend.h"
 
-#include "tensor/cpu/backend.h"
 #include "tensor/cpu/fork.h"
+#include "tensor/ops.h"
 
 namespace phasor {
 
+// Each backend registers itself through one function of its own folder
+// (tensor/cpu/backend.cpp, cuda/runtime.cpp). Calling them from here, an
+// object every program links, keeps a static link from dropping them; calling
+// them on first lookup makes a backend there for a lookup made during another
+// object's static initialisation. The registry knows no backend's class.
+namespace cpu {
+void register_cpu();
+}
+#ifdef PHASOR_WITH_CUDA
+namespace gpu {
+void register_cuda();
+}
+#endif
+
 namespace {
-// Built on first use, so a backend looked up during static initialisation is there.
 Backend*& slot(DeviceType type) {
-  static Backend* table[2] = {cpu::backend_instance(), nullptr};
+  static Backend* table[2] = {nullptr, nullptr};
   return table[static_cast<int>(type)];
+}
+void register_all() {
+  static const bool registered = [] {
+    cpu::register_cpu();
+#ifdef PHASOR_WITH_CUDA
+    gpu::register_cuda();
+#endif
+    return true;
+  }();
+  (void)registered;
 }
 }  // namespace
 
 void register_backend(DeviceType type, Backend* backend) { slot(type) = backend; }
 
 Backend& backend(Device device) {
+  register_all();
   cpu::settle_after_fork();  // a forked child's first op drops it to one thread (tensor/cpu/fork.h)
   Backend* b = slot(device.type);
   PHASOR_CHECK(b != nullptr, "device ", device, " is not available (Phasor was built without CUDA or no GPU is present)");
@@ -38,20 +62,14 @@ void index_out_of_range(const char* op, int64_t index, int dim, int64_t size) {
   fail(op, ": index ", index, " out of range for dim ", dim, " of size ", size);
 }
 
-void target_out_of_range(int64_t target, int64_t row, int64_t classes) {
-  fail("cross_entropy: target ", target, " at row ", row, " is outside [0, ", classes, ")");
-}
-
 Tensor to_cpu(const Tensor& t) { return ops::to_device(t, kCPU); }
 
 #ifdef PHASOR_WITH_CUDA
-// Linking the CUDA backend (cuda/) registers it here, from an object every
-// program links, so a static link cannot drop it; the GPU is touched lazily.
-namespace gpu {
-void register_cuda();
-}
+// The CUDA backend also registers its host <-> device copy, which to_device
+// needs before any kernel is looked up: register at static initialisation too
+// (the GPU is touched lazily).
 namespace {
-const bool cuda_registered = (gpu::register_cuda(), true);
+const bool cuda_registered = (register_all(), true);
 }
 #endif
 

@@ -9,13 +9,17 @@
 // of index tensors), with the messages of index_out_of_range().
 //
 // The CPU kernels (tensor/cpu/) are the reference; the CUDA ones (cuda/) must
-// agree with them. Both register here the same way.
+// agree with them. Each registers itself (register_backend) from its own
+// folder. Includes the leaf headers of op enums and fused-op structs, never a
+// front-end (ops.h, fused.h, attention.h) nor a backend.
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
-#include "tensor/attention.h"
-#include "tensor/fused.h"
-#include "tensor/ops.h"
+#include "tensor/fused_ops.h"
+#include "tensor/op_types.h"
+#include "tensor/tensor.h"
 
 namespace phasor {
 
@@ -81,33 +85,10 @@ class Backend {
   virtual void gather(const Tensor& out, const Tensor& x, const Tensor& index, int dim) = 0;
   virtual void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, int dim) = 0;  // out holds zeros
 
-  // ---- fused transformer kernels (tensor/fused.h): operands contiguous,
-  // parameters in the (real) dtype of the data.
-  virtual void rms_norm(const ops::RmsNormResult& out, const Tensor& x, const Tensor& weight, double eps) = 0;
-  virtual void rms_norm_backward(const ops::RmsNormGrads& out, const Tensor& grad, const Tensor& x, const Tensor& weight,
-                                 const Tensor& inv_rms) = 0;
-  // Validates the targets, fills the loss and each row's logsumexp; returns the rows counted.
-  virtual int64_t cross_entropy(const ops::CrossEntropyResult& out, const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                                bool mean) = 0;
-  virtual void cross_entropy_backward(const Tensor& dlogits, double grad, const Tensor& logits, const Tensor& targets,
-                                      const Tensor& logsumexp, int64_t ignore_index) = 0;
-  // out = silu(gate) up and its backward; contiguous, same shape and dtype (tensor/fused.h).
-  virtual void swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) = 0;
-  virtual void swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) = 0;
-  virtual void rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) = 0;
-  virtual void cmha_rotate(const Tensor& out, const Tensor& z, const ops::CmhaParams& p) = 0;
-  virtual void cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& grad, const Tensor& z, const ops::CmhaParams& p) = 0;
-  virtual void attention_softmax(const Tensor& probs, const Tensor& scores, const Tensor& slopes, double scale, int64_t offset) = 0;
-  virtual void attention_softmax_backward(const Tensor& dscores, const Tensor& grad, const Tensor& probs, double scale) = 0;
-  // Fused causal attention (tensor/attention.h): q, k, v, grad and the saved
-  // output have packed heads ([.., H, d] contiguous) but may have any batch and
-  // row strides; the results are contiguous; slopes contiguous or undefined.
-  virtual void attention_forward(const ops::AttentionResult& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const ops::AttentionParams& p) = 0;
-  virtual void attention_backward(const ops::AttentionGrads& out, const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const ops::AttentionResult& forward, const ops::AttentionParams& p) = 0;
-  // param, grad, exp_avg, exp_avg_sq: contiguous real arrays of one dtype and size.
-  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const ops::AdamWStep& s) = 0;
+  // ---- fused kernels: one method per entry of tensor/fused_ops.h's list.
+#define PHASOR_FUSED_METHOD(name, Args) virtual void name(const ops::Args& args) = 0;
+  PHASOR_FUSED_OPS(PHASOR_FUSED_METHOD)
+#undef PHASOR_FUSED_METHOD
 };
 
 void register_backend(DeviceType type, Backend* backend);
@@ -122,6 +103,7 @@ Tensor on_device(const Tensor& t, Device device);
 // The one message for an index value outside [0, size): kernels of every
 // backend report it the same way.
 [[noreturn]] void index_out_of_range(const char* op, int64_t index, int dim, int64_t size);
-[[noreturn]] void target_out_of_range(int64_t target, int64_t row, int64_t classes);  // cross_entropy's
+// The rows of a contiguous operand read as [rows, its last dim] (1 for a 0-d one).
+inline int64_t rows_of(const Tensor& x) { return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1; }
 
 }  // namespace phasor

@@ -8,15 +8,16 @@
 
 #include "tensor/backend.h"
 #include "tensor/ops.h"
+#include "tensor/scalar_math.h"
 
 namespace phasor::ops {
 
 namespace {
-// `t` on `device`, in `dtype`, contiguous; undefined stays undefined.
-Tensor prepared(const Tensor& t, DType dtype, Device device) {
+// The operand of a kernel: `t` on `device`, in `dtype`, contiguous; undefined stays undefined.
+Tensor operand(const Tensor& t, DType dtype, Device device) {
   return t.defined() ? contiguous(to(on_device(t, device), dtype)) : t;
 }
-Tensor prepared(const Tensor& t, Device device) { return t.defined() ? prepared(t, t.dtype(), device) : t; }
+Tensor operand(const Tensor& t, Device device) { return t.defined() ? operand(t, t.dtype(), device) : t; }
 Dims without_last(Dims shape) {
   shape.erase(shape.size() - 1);
   return shape;
@@ -31,9 +32,9 @@ RmsNormResult rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
                " does not match the last dim of input ", x_in.shape());
   PHASOR_CHECK(x_in.dtype() == weight.dtype(), "rms_norm: input dtype ", x_in.dtype(), " differs from weight dtype ", weight.dtype());
   PHASOR_CHECK(is_floating(x_in.dtype()), "rms_norm: not defined for dtype ", x_in.dtype(), " (real floating dtypes only)");
-  const Tensor x = prepared(x_in, device), w = prepared(weight, device);
+  const Tensor x = operand(x_in, device), w = operand(weight, device);
   RmsNormResult r{empty(x.shape(), x.dtype(), device), empty(without_last(x.shape()), x.dtype(), device)};
-  backend(device).rms_norm(r, x, w, eps);
+  backend(device).rms_norm({r, x, w, eps});
   return r;
 }
 
@@ -41,9 +42,9 @@ RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x_in, const Ten
   const Device device = op_device("rms_norm_backward", grad, {x_in, weight, inv_rms});
   PHASOR_CHECK(is_floating(x_in.dtype()), "rms_norm_backward: not defined for dtype ", x_in.dtype(), " (real floating dtypes only)");
   PHASOR_CHECK(grad.shape() == x_in.shape(), "rms_norm_backward: gradient shape ", grad.shape(), " differs from input shape ", x_in.shape());
-  const Tensor x = prepared(x_in, device), w = prepared(weight, device);
+  const Tensor x = operand(x_in, device), w = operand(weight, device);
   RmsNormGrads out{empty(x.shape(), x.dtype(), device), empty(w.shape(), w.dtype(), device)};
-  backend(device).rms_norm_backward(out, prepared(grad, x.dtype(), device), x, w, prepared(inv_rms, x.dtype(), device));
+  backend(device).rms_norm_backward({out, operand(grad, x.dtype(), device), x, w, operand(inv_rms, x.dtype(), device)});
   return out;
 }
 
@@ -60,9 +61,9 @@ void check_swiglu(const char* op, const Tensor& gate, const Tensor& up) {
 Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   const Device device = op_device("swiglu", gate_in, {up_in});
   check_swiglu("swiglu", gate_in, up_in);
-  const Tensor gate = prepared(gate_in, device), up = prepared(up_in, device);
+  const Tensor gate = operand(gate_in, device), up = operand(up_in, device);
   Tensor out = empty(gate.shape(), gate.dtype(), device);
-  backend(device).swiglu(out, gate, up);
+  backend(device).swiglu({out, gate, up});
   return out;
 }
 
@@ -70,13 +71,29 @@ SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate_in, const Ten
   const Device device = op_device("swiglu_backward", grad, {gate_in, up_in});
   check_swiglu("swiglu_backward", gate_in, up_in);
   PHASOR_CHECK(grad.shape() == gate_in.shape(), "swiglu_backward: gradient shape ", grad.shape(), " differs from ", gate_in.shape());
-  const Tensor gate = prepared(gate_in, device), up = prepared(up_in, device);
+  const Tensor gate = operand(gate_in, device), up = operand(up_in, device);
   SwigluGrads out{empty(gate.shape(), gate.dtype(), device), empty(gate.shape(), gate.dtype(), device)};
-  backend(device).swiglu_backward(out, prepared(grad, gate.dtype(), device), gate, up);
+  backend(device).swiglu_backward({out, operand(grad, gate.dtype(), device), gate, up});
   return out;
 }
 
 // ---------------------------------------------------------------- cross-entropy
+
+namespace {
+// The rows a loss counts (target != ignore_index); every other target must be
+// a class in [0, classes). Read on the host, for every backend (one
+// synchronisation on a GPU): the kernels trust the targets.
+int64_t counted_targets(const Tensor& targets, int64_t classes, int64_t ignore_index) {
+  const std::vector<int64_t> t = targets.to_vector<int64_t>();
+  int64_t count = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == ignore_index) continue;
+    PHASOR_CHECK(t[i] >= 0 && t[i] < classes, "cross_entropy: target ", t[i], " at row ", i, " is outside [0, ", classes, ")");
+    ++count;
+  }
+  return count;
+}
+}  // namespace
 
 CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index, bool mean) {
   const Device device = op_device("cross_entropy", logits_in, {targets_in});
@@ -84,9 +101,11 @@ CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_
   PHASOR_CHECK(targets_in.dtype() == DType::Int64 && targets_in.dim() == 1 && targets_in.size(0) == logits_in.size(0),
                "cross_entropy: targets must be int64 [", logits_in.size(0), "], got ", targets_in.dtype(), " ", targets_in.shape());
   PHASOR_CHECK(is_floating(logits_in.dtype()), "cross_entropy: not defined for dtype ", logits_in.dtype(), " (real floating dtypes only)");
-  const Tensor logits = prepared(logits_in, device);
+  const Tensor logits = operand(logits_in, device);
   CrossEntropyResult r{empty({}, logits.dtype(), device), empty({logits.size(0)}, logits.dtype(), device), 0};
-  r.count = backend(device).cross_entropy(r, logits, prepared(targets_in, device), ignore_index, mean);
+  const Tensor targets = operand(targets_in, device);
+  r.count = counted_targets(targets, logits.size(1), ignore_index);
+  backend(device).cross_entropy({r, logits, targets, ignore_index, mean});
   // The mean over no counted row (no rows, or every target ignored) is 0/0, as in PyTorch.
   if (mean && r.count == 0) fill_(r.loss, std::numeric_limits<double>::quiet_NaN());
   return r;
@@ -96,10 +115,10 @@ Tensor cross_entropy_backward(double grad, const Tensor& logits_in, const Tensor
                               int64_t ignore_index, double scale) {
   const Device device = op_device("cross_entropy_backward", logits_in, {targets_in, logsumexp});
   PHASOR_CHECK(is_floating(logits_in.dtype()), "cross_entropy_backward: not defined for dtype ", logits_in.dtype());
-  const Tensor logits = prepared(logits_in, device);
+  const Tensor logits = operand(logits_in, device);
   Tensor d = empty(logits.shape(), logits.dtype(), device);
-  backend(device).cross_entropy_backward(d, grad * scale, logits, prepared(targets_in, device), prepared(logsumexp, logits.dtype(), device),
-                                         ignore_index);
+  backend(device).cross_entropy_backward(
+      {d, grad * scale, logits, operand(targets_in, device), operand(logsumexp, logits.dtype(), device), ignore_index});
   return d;
 }
 
@@ -117,7 +136,7 @@ Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, doubl
       for (int64_t m = 0; m < n; ++m) {
         const double pos = static_cast<double>(offset + m);
         for (int64_t j = 0; j < pairs; ++j) {
-          const double w = std::pow(base, -2.0 * static_cast<double>(j) / d);
+          const double w = scalar::rope_frequency(base, j, pairs);
           double scale = 1.0;
           if (xpos_scale_base > 0) {
             const double zeta = (2.0 * static_cast<double>(j) + 0.4 * d) / (1.4 * d);
@@ -136,9 +155,9 @@ Tensor rotate(const Tensor& z_in, const Tensor& table_in, bool conjugate_table) 
   PHASOR_CHECK(z_in.is_complex() && z_in.dim() == 4, "rotate: expected complex [B, N, H, P], got ", z_in.dtype(), " ", z_in.shape());
   PHASOR_CHECK(table_in.dim() == 2 && table_in.size(0) == z_in.size(1) && table_in.size(1) == z_in.size(3),
                "rotate: table shape ", table_in.shape(), " does not match [N, P] of ", z_in.shape());
-  const Tensor z = prepared(z_in, device);
+  const Tensor z = operand(z_in, device);
   Tensor out = empty(z.shape(), z.dtype(), device);
-  backend(device).rotate(out, z, prepared(table_in, z.dtype(), device), conjugate_table);
+  backend(device).rotate({out, z, operand(table_in, z.dtype(), device), conjugate_table});
   return out;
 }
 
@@ -155,12 +174,12 @@ void check_cmha(const Tensor& z, const CmhaParams& p) {
 }
 
 // The parameters as contiguous arrays in the real dtype of z, on its device.
-CmhaParams prepared_params(const Tensor& z, const CmhaParams& p, Device device) {
+CmhaParams operand_params(const Tensor& z, const CmhaParams& p, Device device) {
   const DType rt = real_dtype(z.dtype());
   CmhaParams q = p;
-  q.delta = prepared(p.delta, rt, device);
-  q.phase_bias = prepared(p.phase_bias, rt, device);
-  q.beta = prepared(p.beta, rt, device);
+  q.delta = operand(p.delta, rt, device);
+  q.phase_bias = operand(p.phase_bias, rt, device);
+  q.beta = operand(p.beta, rt, device);
   return q;
 }
 }  // namespace
@@ -168,9 +187,9 @@ CmhaParams prepared_params(const Tensor& z, const CmhaParams& p, Device device) 
 Tensor cmha_rotate(const Tensor& z_in, const CmhaParams& p) {
   const Device device = op_device("cmha_rotate", z_in, {p.delta, p.phase_bias, p.beta});
   check_cmha(z_in, p);
-  const Tensor z = prepared(z_in, device);
+  const Tensor z = operand(z_in, device);
   Tensor out = empty(z.shape(), z.dtype(), device);
-  backend(device).cmha_rotate(out, z, prepared_params(z, p, device));
+  backend(device).cmha_rotate({out, z, operand_params(z, p, device)});
   return out;
 }
 
@@ -178,12 +197,12 @@ CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z_in, const Cmh
   const Device device = op_device("cmha_rotate_backward", grad, {z_in, p.delta, p.phase_bias, p.beta});
   check_cmha(z_in, p);
   PHASOR_CHECK(grad.shape() == z_in.shape(), "cmha_rotate_backward: gradient shape ", grad.shape(), " differs from ", z_in.shape());
-  const Tensor z = prepared(z_in, device);
+  const Tensor z = operand(z_in, device);
   const int64_t h = z.size(2), pairs = z.size(3);
   const DType rt = real_dtype(z.dtype());
   CmhaGrads out{empty(z.shape(), z.dtype(), device), empty({h, pairs}, rt, device),
                 p.phase_bias.defined() ? empty({h, pairs}, rt, device) : Tensor(), empty({h}, rt, device)};
-  backend(device).cmha_rotate_backward(out, prepared(grad, z.dtype(), device), z, prepared_params(z, p, device));
+  backend(device).cmha_rotate_backward({out, operand(grad, z.dtype(), device), z, operand_params(z, p, device)});
   return out;
 }
 
@@ -196,9 +215,9 @@ Tensor attention_softmax(const Tensor& scores_in, double scale, int64_t offset, 
   const int64_t h = scores_in.size(1);
   PHASOR_CHECK(!slopes_in.defined() || slopes_in.shape() == Dims({h}), "attention_softmax: slopes shape ", slopes_in.shape(),
                " is not [", h, "]");
-  const Tensor scores = prepared(scores_in, device);
+  const Tensor scores = operand(scores_in, device);
   Tensor probs = empty(scores.shape(), scores.dtype(), device);
-  backend(device).attention_softmax(probs, scores, prepared(slopes_in, scores.dtype(), device), scale, offset);
+  backend(device).attention_softmax({probs, scores, operand(slopes_in, scores.dtype(), device), scale, offset});
   return probs;
 }
 
@@ -207,9 +226,9 @@ Tensor attention_softmax_backward(const Tensor& grad_in, const Tensor& probs_in,
   PHASOR_CHECK(grad_in.shape() == probs_in.shape(), "attention_softmax_backward: gradient shape ", grad_in.shape(), " differs from ",
                probs_in.shape());
   PHASOR_CHECK(is_floating(probs_in.dtype()), "attention_softmax_backward: not defined for dtype ", probs_in.dtype());
-  const Tensor probs = prepared(probs_in, device);
+  const Tensor probs = operand(probs_in, device);
   Tensor d = empty(probs.shape(), probs.dtype(), device);
-  backend(device).attention_softmax_backward(d, prepared(grad_in, probs.dtype(), device), probs, scale);
+  backend(device).attention_softmax_backward({d, operand(grad_in, probs.dtype(), device), probs, scale});
   return d;
 }
 
@@ -222,7 +241,7 @@ void adamw_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   PHASOR_CHECK(is_floating(param.dtype()), "AdamW: not defined for dtype ", param.dtype(), " (pass complex tensors as their real views)");
   PHASOR_CHECK(grad.numel() == param.numel() && exp_avg.numel() == param.numel() && exp_avg_sq.numel() == param.numel(),
                "AdamW: gradient or state of shape ", grad.shape(), " does not match parameter shape ", param.shape());
-  backend(device).adamw_step(param, prepared(grad, param.dtype(), device), exp_avg, exp_avg_sq, step);
+  backend(device).adamw_step({param, operand(grad, param.dtype(), device), exp_avg, exp_avg_sq, step});
   param.storage()->bump_version();
 }
 

@@ -2,36 +2,24 @@
 // Fused transformer ops: one pass over memory where the composed ops would
 // take several. Each forward has its backward beside it. These are the raw
 // front-ends (tensor/fused.cpp; kernels in tensor/cpu/fused.cpp and
-// cuda/fused.cu); the differentiable ones are in autograd/fused.h.
-#include "tensor/tensor.h"
+// cuda/fused.cu); the differentiable ones are in autograd/fused.h. Their
+// result and parameter structs are in tensor/fused_ops.h.
+#include "tensor/fused_ops.h"
 
 namespace phasor::ops {
 
 // ---- RMSNorm over the last dim: y = x / sqrt(mean(x^2) + eps) * w ----
-struct RmsNormResult {
-  Tensor y, inv_rms;  // inv_rms: one float per row, saved for backward
-};
 RmsNormResult rms_norm(const Tensor& x, const Tensor& weight, double eps);
-struct RmsNormGrads {
-  Tensor dx, dweight;
-};
 RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& inv_rms);
 
 // ---- SwiGLU's gate: silu(gate) * up, elementwise, same shapes ----
 // The feed-forward's activation in one pass each way instead of four (silu,
 // its product, and their backwards), never storing silu(gate).
 Tensor swiglu(const Tensor& gate, const Tensor& up);
-struct SwigluGrads {
-  Tensor dgate, dup;
-};
 SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate, const Tensor& up);
 
 // ---- cross-entropy from logits [R, V] and int64 targets [R] ----
 // Mean over rows whose target != ignore_index; also returns each row's logsumexp.
-struct CrossEntropyResult {
-  Tensor loss, logsumexp;
-  int64_t count = 0;
-};
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean);
 // d loss / d logits = (softmax - onehot) * grad / count.
 Tensor cross_entropy_backward(double grad, const Tensor& logits, const Tensor& targets, const Tensor& logsumexp,
@@ -55,16 +43,7 @@ Tensor rotate(const Tensor& z, const Tensor& table, bool conjugate_table);
 // position m = offset + n and pair j:
 //   out = r exp(i (delta phi + phase_bias + beta m w_j)),  r = sqrt(|z|^2 + eps), phi = atan2(Im z, Re z).
 // phase_bias may be undefined (keys take none).
-struct CmhaParams {
-  Tensor delta, phase_bias, beta;
-  int64_t offset = 0;
-  double rope_base = 10000.0;
-};
-constexpr double kEulerEps = 1e-9;
 Tensor cmha_rotate(const Tensor& z, const CmhaParams& p);
-struct CmhaGrads {
-  Tensor dz, ddelta, dphase_bias, dbeta;
-};
 CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z, const CmhaParams& p);
 
 // ---- attention probabilities ----
@@ -77,9 +56,6 @@ Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, doubl
 // ---- AdamW over one parameter (PyTorch's formula), in place ----
 // param, exp_avg, exp_avg_sq contiguous real (complex parameters pass their
 // real views); the step's bias corrections precomputed.
-struct AdamWStep {
-  double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2_sqrt;
-};
 void adamw_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const AdamWStep& step);
 
 }  // namespace phasor::ops

@@ -6,13 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "tensor/op_types.h"
 #include "tensor/tensor.h"
-
-namespace phasor {
-// op(A) for the last two dims of a matmul operand: as stored, transposed, or
-// conjugate-transposed (passed to BLAS as a flag, never materialised).
-enum class MatOp { None, Transpose, ConjTranspose };
-}  // namespace phasor
 
 namespace phasor::ops {
 
@@ -45,13 +40,7 @@ void copy_(const Tensor& dst, const Tensor& src);  // broadcasting, converting c
 void fill_(const Tensor& dst, c128 value);
 
 // ---- elementwise, with broadcasting and promotion ----
-enum class Unary {
-  Neg, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Silu, Gelu, Abs, Reciprocal, Conj, Angle, Sign, Square,
-  GeluDerivative,  // d gelu(x) / dx, for gelu's backward
-};
-enum class Binary { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2 };
-enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
-
+// (Unary, Binary, Compare: tensor/op_types.h)
 Tensor unary(Unary op, const Tensor& x);
 Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 Tensor compare(Compare op, const Tensor& a, const Tensor& b);  // bool result
@@ -63,8 +52,6 @@ Tensor pow_scalar(const Tensor& x, double p);
 void binary_(Binary op, const Tensor& dst, const Tensor& src);
 // dst += alpha * src, in place.
 void axpy_(const Tensor& dst, const Tensor& src, double alpha);
-const char* name(Unary op);
-const char* name(Binary op);
 
 // ---- reductions ----
 // `dims` empty means all dims.

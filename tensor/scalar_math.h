@@ -8,7 +8,7 @@
 #include <complex>
 #include <type_traits>
 
-#include "tensor/ops.h"
+#include "tensor/op_types.h"
 
 #if defined(__CUDACC__)
 #include <cuda/std/cmath>
@@ -215,6 +215,14 @@ template <class T>
 PHASOR_SCALAR void swiglu_grads(T a, T b, T s, T g, T& da, T& db) {
   db = g * (a * s);
   da = g * b * (s * (T(1) + a * (T(1) - s)));
+}
+
+// ---- RoPE's frequency of pair j of `pairs`: w_j = base^(-2j / d), d = 2 pairs, in
+// double. The one formula of the rotary tables (tensor/fused.cpp), the
+// ComplexFormer rotation's kernels (tensor/cpu/rotation.cpp, cuda/fused.cu)
+// and its reference (autograd/fused.cpp).
+PHASOR_SCALAR double rope_frequency(double base, int64_t j, int64_t pairs) {
+  return math::pow(base, -2.0 * static_cast<double>(j) / (2.0 * static_cast<double>(pairs)));
 }
 
 // ---- the ComplexFormer rotation's phase (tensor/fused.h), formed one way on every backend ----

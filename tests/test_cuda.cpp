@@ -494,102 +494,224 @@ TEST_CASE("cuda: uniform and normal draws on the GPU reproduce the CPU's Philox 
   }
 }
 
-// ---------------------------------------------------------------- fused kernels
+// ---------------------------------------------------------------- fused ops
 
-TEST_CASE("cuda: SwiGLU's fused silu(gate) * up, forward and backward") {
-  for (DType dt : {DType::Float32, DType::Float64})
-    for (const Dims& shape : {Dims{3, 7}, Dims{2048, 352}}) {
-      const Tensor gate = rnd(shape, dt, -12, 12), up = rnd(shape, dt), g = rnd(shape, dt);
-      expect_close(ops::swiglu(gate, up), ops::swiglu(on_gpu(gate), on_gpu(up)), "swiglu " + str(shape));
-      const auto rb = ops::swiglu_backward(g, gate, up);
-      const auto gb = ops::swiglu_backward(on_gpu(g), on_gpu(gate), on_gpu(up));
-      expect_close(rb.dgate, gb.dgate, "swiglu dgate " + str(shape));
-      expect_close(rb.dup, gb.dup, "swiglu dup " + str(shape));
-    }
-}
+// One cross-backend case per entry of tensor/fused_ops.h's list:
+// CrossBackend<Args>::run() runs that op's front-end on the CPU and on CUDA
+// and compares. The list makes the TEST_CASEs (after the cases below), so a
+// fused op without a specialisation here does not compile.
+template <class Args>
+struct CrossBackend;
 
-TEST_CASE("cuda: RMSNorm and cross-entropy, forward and backward") {
-  for (DType dt : {DType::Float32, DType::Float64})
-    for (const Dims& shape : {Dims{3, 7}, Dims{2, 5, 128}, Dims{4, 1000}, Dims{2048, 128}}) {
-      const Tensor x = rnd(shape, dt), w = rnd({shape.back()}, dt), g = rnd(shape, dt);
-      const auto ref = ops::rms_norm(layout(x, Layout::Sliced), w, 1e-5);
-      const auto got = ops::rms_norm(layout(on_gpu(x), Layout::Sliced), on_gpu(w), 1e-5);
-      expect_close(ref.y, got.y, "rms_norm y " + str(shape));
-      expect_close(ref.inv_rms, got.inv_rms, "rms_norm inv_rms " + str(shape));
-      const auto rb = ops::rms_norm_backward(g, x, w, ref.inv_rms);
-      const auto gb = ops::rms_norm_backward(on_gpu(g), on_gpu(x), on_gpu(w), got.inv_rms);
-      expect_close(rb.dx, gb.dx, "rms_norm dx " + str(shape));
-      expect_close(rb.dweight, gb.dweight, 1e-4, 1e-5, "rms_norm dweight " + str(shape));
-    }
-  for (DType dt : {DType::Float32, DType::Float64})
-    for (bool mean : {true, false}) {
-      const int64_t rows = 37, v = 300;
-      const Tensor logits = rnd({rows, v}, dt, -6, 6);
-      Tensor targets = ops::to(rnd({rows}, DType::Float64, 0, v - 0.01), DType::Int64);
-      ops::fill_(ops::narrow(targets, 0, 4, 3), -100.0);  // ignored rows
-      const auto ref = ops::cross_entropy(logits, targets, -100, mean);
-      const auto got = ops::cross_entropy(on_gpu(logits), on_gpu(targets), -100, mean);
-      CHECK(ref.count == got.count);
-      expect_close(ref.loss, got.loss, std::string("cross_entropy loss ") + dtype_name(dt));
-      expect_close(ref.logsumexp, got.logsumexp, std::string("cross_entropy lse ") + dtype_name(dt));
-      const double scale = mean ? 1.0 / static_cast<double>(ref.count) : 1.0;
-      expect_close(ops::cross_entropy_backward(0.7, logits, targets, ref.logsumexp, -100, scale),
-                   ops::cross_entropy_backward(0.7, on_gpu(logits), on_gpu(targets), got.logsumexp, -100, scale), std::string("cross_entropy backward ") + dtype_name(dt));
-    }
-  CHECK_THROWS_WITH_AS(ops::cross_entropy(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(from_vector<int64_t>({0, 3})), -100, true),
-                       doctest::Contains("outside [0, 3)"), Error);
-}
+template <>
+struct CrossBackend<ops::SwigluArgs> {
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (const Dims& shape : {Dims{3, 7}, Dims{2048, 352}}) {
+        const Tensor gate = rnd(shape, dt, -12, 12), up = rnd(shape, dt);
+        expect_close(ops::swiglu(gate, up), ops::swiglu(on_gpu(gate), on_gpu(up)), "swiglu " + str(shape));
+      }
+  }
+};
 
-TEST_CASE("cuda: rotary tables (RoPE / XPos) and the ComplexFormer rotation, forward and backward") {
+template <>
+struct CrossBackend<ops::SwigluBackwardArgs> {
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (const Dims& shape : {Dims{3, 7}, Dims{2048, 352}}) {
+        const Tensor gate = rnd(shape, dt, -12, 12), up = rnd(shape, dt), g = rnd(shape, dt);
+        const auto rb = ops::swiglu_backward(g, gate, up);
+        const auto gb = ops::swiglu_backward(on_gpu(g), on_gpu(gate), on_gpu(up));
+        expect_close(rb.dgate, gb.dgate, "swiglu dgate " + str(shape));
+        expect_close(rb.dup, gb.dup, "swiglu dup " + str(shape));
+      }
+  }
+};
+
+namespace {
+const Dims kRmsNormShapes[] = {Dims{3, 7}, Dims{2, 5, 128}, Dims{4, 1000}, Dims{2048, 128}};
+}  // namespace
+
+template <>
+struct CrossBackend<ops::RmsNormArgs> {  // RMSNorm
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (const Dims& shape : kRmsNormShapes) {
+        const Tensor x = rnd(shape, dt), w = rnd({shape.back()}, dt);
+        const auto ref = ops::rms_norm(layout(x, Layout::Sliced), w, 1e-5);
+        const auto got = ops::rms_norm(layout(on_gpu(x), Layout::Sliced), on_gpu(w), 1e-5);
+        expect_close(ref.y, got.y, "rms_norm y " + str(shape));
+        expect_close(ref.inv_rms, got.inv_rms, "rms_norm inv_rms " + str(shape));
+      }
+  }
+};
+
+template <>
+struct CrossBackend<ops::RmsNormBackwardArgs> {  // RMSNorm's backward
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (const Dims& shape : kRmsNormShapes) {
+        const Tensor x = rnd(shape, dt), w = rnd({shape.back()}, dt), g = rnd(shape, dt);
+        const Tensor inv_rms = ops::rms_norm(x, w, 1e-5).inv_rms;
+        const auto rb = ops::rms_norm_backward(g, x, w, inv_rms);
+        const auto gb = ops::rms_norm_backward(on_gpu(g), on_gpu(x), on_gpu(w), on_gpu(inv_rms));
+        expect_close(rb.dx, gb.dx, "rms_norm dx " + str(shape));
+        expect_close(rb.dweight, gb.dweight, 1e-4, 1e-5, "rms_norm dweight " + str(shape));
+      }
+  }
+};
+
+namespace {
+// logits [37, 300] and targets with rows 4..6 ignored (-100).
+struct CrossEntropyCase {
+  Tensor logits, targets;
+  explicit CrossEntropyCase(DType dt) : logits(rnd({37, 300}, dt, -6, 6)), targets(ops::to(rnd({37}, DType::Float64, 0, 300 - 0.01), DType::Int64)) {
+    ops::fill_(ops::narrow(targets, 0, 4, 3), -100.0);
+  }
+};
+}  // namespace
+
+template <>
+struct CrossBackend<ops::CrossEntropyArgs> {
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (bool mean : {true, false}) {
+        const CrossEntropyCase c(dt);
+        const auto ref = ops::cross_entropy(c.logits, c.targets, -100, mean);
+        const auto got = ops::cross_entropy(on_gpu(c.logits), on_gpu(c.targets), -100, mean);
+        CHECK(ref.count == got.count);
+        expect_close(ref.loss, got.loss, std::string("cross_entropy loss ") + dtype_name(dt));
+        expect_close(ref.logsumexp, got.logsumexp, std::string("cross_entropy lse ") + dtype_name(dt));
+      }
+    CHECK_THROWS_WITH_AS(ops::cross_entropy(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(from_vector<int64_t>({0, 3})), -100, true),
+                         doctest::Contains("outside [0, 3)"), Error);
+  }
+};
+
+template <>
+struct CrossBackend<ops::CrossEntropyBackwardArgs> {
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (bool mean : {true, false}) {
+        const CrossEntropyCase c(dt);
+        const auto ref = ops::cross_entropy(c.logits, c.targets, -100, mean);
+        const double scale = mean ? 1.0 / static_cast<double>(ref.count) : 1.0;
+        expect_close(ops::cross_entropy_backward(0.7, c.logits, c.targets, ref.logsumexp, -100, scale),
+                     ops::cross_entropy_backward(0.7, on_gpu(c.logits), on_gpu(c.targets), on_gpu(ref.logsumexp), -100, scale),
+                     std::string("cross_entropy backward ") + dtype_name(dt));
+      }
+  }
+};
+
+namespace {
+const Dims kRotaryShapes[] = {Dims{2, 5, 3, 4}, Dims{1, 17, 2, 8}, Dims{16, 128, 4, 16}};
+}  // namespace
+
+template <>
+struct CrossBackend<ops::RotateArgs> {  // rotary tables (RoPE / XPos)
+  static void run() {
+    for (DType dt : {DType::Complex64, DType::Complex128})
+      for (const Dims& shape : kRotaryShapes) {
+        const Tensor z = rnd(shape, dt);
+        for (double xpos : {0.0, 512.0})
+          for (bool conj : {false, true}) {
+            const Tensor table = ops::rotary_table(shape[1], shape[3], 3, 10000.0, xpos, 1, dt);
+            expect_close(ops::rotate(layout(z, Layout::Transposed), table, conj),
+                         ops::rotate(layout(on_gpu(z), Layout::Transposed), on_gpu(table), conj),
+                         std::string("rotate ") + dtype_name(dt) + " " + str(shape));
+          }
+      }
+  }
+};
+
+namespace {
+// Calls check(z, CPU parameters, GPU parameters, what) over the ComplexFormer
+// rotation's dtypes, shapes, with and without a phase bias, and offsets past
+// 2048 too (the position term formed as on the CPU).
+template <class F>
+void for_each_cmha_case(F&& check) {
   for (DType dt : {DType::Complex64, DType::Complex128})
-    for (const Dims& shape : {Dims{2, 5, 3, 4}, Dims{1, 17, 2, 8}, Dims{16, 128, 4, 16}}) {
+    for (const Dims& shape : kRotaryShapes) {
       const Tensor z = rnd(shape, dt);
-      for (double xpos : {0.0, 512.0})
-        for (bool conj : {false, true}) {
-          const Tensor table = ops::rotary_table(shape[1], shape[3], 3, 10000.0, xpos, 1, dt);
-          expect_close(ops::rotate(layout(z, Layout::Transposed), table, conj), ops::rotate(layout(on_gpu(z), Layout::Transposed), on_gpu(table), conj),
-                       std::string("rotate ") + dtype_name(dt) + " " + str(shape));
-        }
       const Dims hp = {shape[2], shape[3]};
       const DType rt = real_dtype(dt);
-      const Tensor delta = rnd(hp, rt, 0.5, 1.5), bias = rnd(hp, rt, -0.5, 0.5), beta = rnd({shape[2]}, rt, 0.5, 1.5), g = rnd(shape, dt);
+      const Tensor delta = rnd(hp, rt, 0.5, 1.5), bias = rnd(hp, rt, -0.5, 0.5), beta = rnd({shape[2]}, rt, 0.5, 1.5);
       for (bool with_bias : {true, false})
-        for (int64_t offset : {0, 11, 3000}) {  // past 2048 too: the position term formed as on the CPU
+        for (int64_t offset : {0, 11, 3000}) {
           const ops::CmhaParams pc{delta, with_bias ? bias : Tensor(), beta, offset, 10000.0};
           const ops::CmhaParams pg{on_gpu(delta), with_bias ? on_gpu(bias) : Tensor(), on_gpu(beta), offset, 10000.0};
-          const std::string what = std::string(dtype_name(dt)) + " " + str(shape) + (with_bias ? " bias" : "") + " offset " + std::to_string(offset);
-          const double loose = real_dtype(dt) == DType::Float32 ? 2e-4 : 1e-9;
-          expect_close(ops::cmha_rotate(z, pc), ops::cmha_rotate(on_gpu(z), pg), loose, loose, "cmha_rotate " + what);
-          const auto rb = ops::cmha_rotate_backward(g, z, pc), gb = ops::cmha_rotate_backward(on_gpu(g), on_gpu(z), pg);
-          expect_close(rb.dz, gb.dz, loose, loose, "cmha dz " + what);
-          const double sum_tol = real_dtype(dt) == DType::Float32 ? 2e-3 : 1e-8;
-          expect_close(rb.ddelta, gb.ddelta, sum_tol, sum_tol, "cmha ddelta " + what);
-          expect_close(rb.dbeta, gb.dbeta, sum_tol, sum_tol, "cmha dbeta " + what);
-          if (with_bias) expect_close(rb.dphase_bias, gb.dphase_bias, sum_tol, sum_tol, "cmha dphase_bias " + what);
-          else CHECK_FALSE(gb.dphase_bias.defined());
+          check(z, pc, pg, std::string(dtype_name(dt)) + " " + str(shape) + (with_bias ? " bias" : "") + " offset " + std::to_string(offset));
         }
     }
-  // Finite at the origin, as the spec's eps-regularised derivative demands.
-  const Tensor zero = zeros({1, 2, 1, 2}, DType::Complex64);
-  const ops::CmhaParams p0{on_gpu(ones({1, 2})), on_gpu(zeros({1, 2})), on_gpu(ones({1})), 0, 10000.0};
-  CHECK(ops::all_finite(ops::cmha_rotate_backward(on_gpu(ones({1, 2, 1, 2}, DType::Complex64)), on_gpu(zero), p0).dz));
 }
+double cmha_tol(DType dt) { return real_dtype(dt) == DType::Float32 ? 2e-4 : 1e-9; }
+}  // namespace
 
-TEST_CASE("cuda: attention softmax with causal masking, offsets and ALiBi slopes, forward and backward") {
+template <>
+struct CrossBackend<ops::CmhaRotateArgs> {  // the ComplexFormer rotation
+  static void run() {
+    for_each_cmha_case([](const Tensor& z, const ops::CmhaParams& pc, const ops::CmhaParams& pg, const std::string& what) {
+      const double loose = cmha_tol(z.dtype());
+      expect_close(ops::cmha_rotate(z, pc), ops::cmha_rotate(on_gpu(z), pg), loose, loose, "cmha_rotate " + what);
+    });
+  }
+};
+
+template <>
+struct CrossBackend<ops::CmhaRotateBackwardArgs> {  // the ComplexFormer rotation's backward
+  static void run() {
+    for_each_cmha_case([](const Tensor& z, const ops::CmhaParams& pc, const ops::CmhaParams& pg, const std::string& what) {
+      const double loose = cmha_tol(z.dtype()), sum_tol = real_dtype(z.dtype()) == DType::Float32 ? 2e-3 : 1e-8;
+      const Tensor g = rnd(z.shape(), z.dtype());
+      const auto rb = ops::cmha_rotate_backward(g, z, pc), gb = ops::cmha_rotate_backward(on_gpu(g), on_gpu(z), pg);
+      expect_close(rb.dz, gb.dz, loose, loose, "cmha dz " + what);
+      expect_close(rb.ddelta, gb.ddelta, sum_tol, sum_tol, "cmha ddelta " + what);
+      expect_close(rb.dbeta, gb.dbeta, sum_tol, sum_tol, "cmha dbeta " + what);
+      if (pc.phase_bias.defined()) expect_close(rb.dphase_bias, gb.dphase_bias, sum_tol, sum_tol, "cmha dphase_bias " + what);
+      else CHECK_FALSE(gb.dphase_bias.defined());
+    });
+    // Finite at the origin, as the spec's eps-regularised derivative demands.
+    const Tensor zero = zeros({1, 2, 1, 2}, DType::Complex64);
+    const ops::CmhaParams p0{on_gpu(ones({1, 2})), on_gpu(zeros({1, 2})), on_gpu(ones({1})), 0, 10000.0};
+    CHECK(ops::all_finite(ops::cmha_rotate_backward(on_gpu(ones({1, 2, 1, 2}, DType::Complex64)), on_gpu(zero), p0).dz));
+  }
+};
+
+namespace {
+// Calls check(scores, slopes or undefined, offset, what) over dtypes, shapes, offsets and ALiBi.
+template <class F>
+void for_each_attention_softmax_case(F&& check) {
   for (DType dt : {DType::Float32, DType::Float64})
     for (const Dims& shape : {Dims{2, 3, 5, 5}, Dims{1, 2, 3, 9}, Dims{16, 4, 128, 128}, Dims{1, 1, 2, 2000}})
       for (int64_t offset : {0, 4, -1})
         for (bool alibi : {false, true}) {
-          const Tensor s = rnd(shape, dt, -5, 5), g = rnd(shape, dt);
+          const Tensor s = rnd(shape, dt, -5, 5);
           const Tensor slopes = alibi ? rnd({shape[1]}, dt, 0.01, 0.5) : Tensor();
-          const Tensor ref = ops::attention_softmax(s, 0.3, offset, slopes);
-          const Tensor got = ops::attention_softmax(on_gpu(s), 0.3, offset, alibi ? on_gpu(slopes) : Tensor());
-          const std::string what = std::string(dtype_name(dt)) + " " + str(shape) + " offset " + std::to_string(offset) + (alibi ? " alibi" : "");
-          expect_close(ref, got, "attention_softmax " + what);
-          expect_close(ops::attention_softmax_backward(g, ref, 0.3), ops::attention_softmax_backward(on_gpu(g), got, 0.3),
-                       "attention_softmax_backward " + what);
+          check(s, slopes, offset, std::string(dtype_name(dt)) + " " + str(shape) + " offset " + std::to_string(offset) + (alibi ? " alibi" : ""));
         }
 }
+}  // namespace
+
+template <>
+struct CrossBackend<ops::AttentionSoftmaxArgs> {  // causal masking, offsets and ALiBi slopes
+  static void run() {
+    for_each_attention_softmax_case([](const Tensor& s, const Tensor& slopes, int64_t offset, const std::string& what) {
+      expect_close(ops::attention_softmax(s, 0.3, offset, slopes),
+                   ops::attention_softmax(on_gpu(s), 0.3, offset, slopes.defined() ? on_gpu(slopes) : Tensor()), "attention_softmax " + what);
+    });
+  }
+};
+
+template <>
+struct CrossBackend<ops::AttentionSoftmaxBackwardArgs> {
+  static void run() {
+    for_each_attention_softmax_case([](const Tensor& s, const Tensor& slopes, int64_t offset, const std::string& what) {
+      const Tensor probs = ops::attention_softmax(s, 0.3, offset, slopes), g = rnd(s.shape(), s.dtype());
+      expect_close(ops::attention_softmax_backward(g, probs, 0.3), ops::attention_softmax_backward(on_gpu(g), on_gpu(probs), 0.3),
+                   "attention_softmax_backward " + what);
+    });
+  }
+};
 
 // ---------------------------------------------------------------- fused causal attention
 
@@ -639,46 +761,72 @@ std::string describe(const AttentionCase& c, DType dt) {
 
 }  // namespace
 
-TEST_CASE("cuda: fused causal attention, forward and backward, against the CPU kernel") {
-  // Tiles are 32 to 128 rows: lengths that are not multiples, a single row, several tiles;
-  // head widths 16/32/64/128, 24 (padded to 32) and 160 (past the tiled kernels: the
-  // one-row-per-block fallback); KV-cache chunks (offset > 0, Nk = offset + Nq).
-  const AttentionCase cases[] = {
-      {2, 1, 2, 16, 0, false, false},   {2, 1, 2, 64, 0, true, true},     {2, 37, 3, 32, 0, true, false},
-      {1, 200, 2, 64, 0, false, true},  {1, 130, 1, 128, 0, true, false}, {2, 70, 2, 16, 0, true, true},
-      {2, 24, 2, 64, 40, true, true},   {1, 9, 2, 128, 100, false, true}, {1, 50, 2, 32, 7, false, true},
-      {2, 1, 2, 32, 90, true, true},    {1, 45, 2, 24, 0, true, false},   {2, 33, 1, 160, 5, true, true},
-  };
-  for (DType dt : {DType::Float32, DType::Float64})
-    for (const AttentionCase& c : cases) {
-      const std::string what = describe(c, dt);
-      const int64_t nk = c.offset + c.nq;
-      const Tensor q = rnd({c.b, c.nq, c.h, c.d}, dt), k = rnd({c.b, nk, c.h, c.d}, dt), v = rnd({c.b, nk, c.h, c.d}, dt);
-      const Tensor g = rnd({c.b, c.nq, c.h, c.d}, dt);
-      const Tensor slopes = c.slopes ? rnd({c.h}, dt, 0.01, 0.5) : Tensor();
-      const ops::AttentionParams pc{1.0 / std::sqrt(static_cast<double>(c.d)), c.offset, slopes};
-      const ops::AttentionParams pg{pc.scale, c.offset, c.slopes ? on_gpu(slopes) : Tensor()};
-      const Tensor qg = c.strided ? in_qkv(on_gpu(q)) : on_gpu(q);
-      const Tensor kg = c.strided ? in_cache(on_gpu(k), 3, nk + 11) : on_gpu(k);
-      const Tensor vg = c.strided ? in_cache(on_gpu(v), 0, nk + 5) : on_gpu(v);
-      if (c.strided) {  // the views reach the kernels as they are (packed heads, other strides)
-        CHECK((c.nq == 1 || !qg.is_contiguous()));
-        CHECK((c.b == 1 || (!kg.is_contiguous() && !vg.is_contiguous())));
-      }
+namespace {
+// Tiles are 32 to 128 rows: lengths that are not multiples, a single row, several tiles;
+// head widths 16/32/64/128, 24 (padded to 32) and 160 (past the tiled kernels: the
+// one-row-per-block fallback); KV-cache chunks (offset > 0, Nk = offset + Nq).
+const AttentionCase kAttentionCases[] = {
+    {2, 1, 2, 16, 0, false, false},   {2, 1, 2, 64, 0, true, true},     {2, 37, 3, 32, 0, true, false},
+    {1, 200, 2, 64, 0, false, true},  {1, 130, 1, 128, 0, true, false}, {2, 70, 2, 16, 0, true, true},
+    {2, 24, 2, 64, 40, true, true},   {1, 9, 2, 128, 100, false, true}, {1, 50, 2, 32, 7, false, true},
+    {2, 1, 2, 32, 90, true, true},    {1, 45, 2, 24, 0, true, false},   {2, 33, 1, 160, 5, true, true},
+};
 
-      const ops::AttentionResult ref = ops::causal_attention(q, k, v, pc);
-      const ops::AttentionResult got = ops::causal_attention(qg, kg, vg, pg);
-      CHECK(got.out.device() == G);
-      expect_close_at_scale(ref.out, got.out, attention_tol(dt), "causal_attention out " + what);
-      expect_close_at_scale(ref.logsumexp, got.logsumexp, attention_tol(dt), "causal_attention logsumexp " + what);
-
-      const ops::AttentionGrads rb = ops::causal_attention_backward(g, q, k, v, ref, pc);
-      const ops::AttentionGrads gb = ops::causal_attention_backward(on_gpu(g), qg, kg, vg, got, pg);
-      expect_close_at_scale(rb.dq, gb.dq, attention_grad_tol(dt), "causal_attention dq " + what);
-      expect_close_at_scale(rb.dk, gb.dk, attention_grad_tol(dt), "causal_attention dk " + what);
-      expect_close_at_scale(rb.dv, gb.dv, attention_grad_tol(dt), "causal_attention dv " + what);
+// One case's operands on both devices: on the GPU strided when the case says so.
+struct AttentionOperands {
+  Tensor q, k, v, g, qg, kg, vg;
+  ops::AttentionParams pc, pg;
+  AttentionOperands(const AttentionCase& c, DType dt) {
+    const int64_t nk = c.offset + c.nq;
+    q = rnd({c.b, c.nq, c.h, c.d}, dt), k = rnd({c.b, nk, c.h, c.d}, dt), v = rnd({c.b, nk, c.h, c.d}, dt);
+    g = rnd({c.b, c.nq, c.h, c.d}, dt);
+    const Tensor slopes = c.slopes ? rnd({c.h}, dt, 0.01, 0.5) : Tensor();
+    pc = {1.0 / std::sqrt(static_cast<double>(c.d)), c.offset, slopes};
+    pg = {pc.scale, c.offset, c.slopes ? on_gpu(slopes) : Tensor()};
+    qg = c.strided ? in_qkv(on_gpu(q)) : on_gpu(q);
+    kg = c.strided ? in_cache(on_gpu(k), 3, nk + 11) : on_gpu(k);
+    vg = c.strided ? in_cache(on_gpu(v), 0, nk + 5) : on_gpu(v);
+    if (c.strided) {  // the views reach the kernels as they are (packed heads, other strides)
+      CHECK((c.nq == 1 || !qg.is_contiguous()));
+      CHECK((c.b == 1 || (!kg.is_contiguous() && !vg.is_contiguous())));
     }
-}
+  }
+};
+}  // namespace
+
+template <>
+struct CrossBackend<ops::AttentionForwardArgs> {  // fused causal attention against the CPU kernel
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (const AttentionCase& c : kAttentionCases) {
+        const std::string what = describe(c, dt);
+        const AttentionOperands o(c, dt);
+        const ops::AttentionResult ref = ops::causal_attention(o.q, o.k, o.v, o.pc);
+        const ops::AttentionResult got = ops::causal_attention(o.qg, o.kg, o.vg, o.pg);
+        CHECK(got.out.device() == G);
+        expect_close_at_scale(ref.out, got.out, attention_tol(dt), "causal_attention out " + what);
+        expect_close_at_scale(ref.logsumexp, got.logsumexp, attention_tol(dt), "causal_attention logsumexp " + what);
+      }
+  }
+};
+
+template <>
+struct CrossBackend<ops::AttentionBackwardArgs> {  // fused causal attention's backward against the CPU kernel
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (const AttentionCase& c : kAttentionCases) {
+        const std::string what = describe(c, dt);
+        const AttentionOperands o(c, dt);
+        const ops::AttentionResult ref = ops::causal_attention(o.q, o.k, o.v, o.pc);
+        const ops::AttentionGrads rb = ops::causal_attention_backward(o.g, o.q, o.k, o.v, ref, o.pc);
+        const ops::AttentionGrads gb =
+            ops::causal_attention_backward(on_gpu(o.g), o.qg, o.kg, o.vg, {on_gpu(ref.out), on_gpu(ref.logsumexp)}, o.pg);
+        expect_close_at_scale(rb.dq, gb.dq, attention_grad_tol(dt), "causal_attention dq " + what);
+        expect_close_at_scale(rb.dk, gb.dk, attention_grad_tol(dt), "causal_attention dk " + what);
+        expect_close_at_scale(rb.dv, gb.dv, attention_grad_tol(dt), "causal_attention dv " + what);
+      }
+  }
+};
 
 TEST_CASE("cuda: fused causal attention is deterministic and leaves keys no query sees at zero gradient") {
   for (DType dt : {DType::Float32, DType::Float64}) {
@@ -765,22 +913,31 @@ TEST_CASE("cuda: fused causal attention agrees with the materialised composition
     }
 }
 
-TEST_CASE("cuda: AdamW steps agree with the CPU") {
-  for (DType dt : {DType::Float32, DType::Complex64, DType::Float64}) {
-    Tensor pc = rnd({37, 5}, dt).requires_grad_(), pg = on_gpu(pc.detach()).requires_grad_();
-    nn::AdamW oc({{{{"p", pc}}, 0.1, 1.0}}, {1e-2, 0.9, 0.95, 1e-8});
-    nn::AdamW og({{{{"p", pg}}, 0.1, 1.0}}, {1e-2, 0.9, 0.95, 1e-8});
-    for (int step = 0; step < 5; ++step) {
-      const Tensor g = rnd({37, 5}, dt);
-      pc.set_grad(g);
-      pg.set_grad(on_gpu(g));
-      oc.step();
-      og.step();
+template <>
+struct CrossBackend<ops::AdamWArgs> {  // AdamW steps
+  static void run() {
+    for (DType dt : {DType::Float32, DType::Complex64, DType::Float64}) {
+      Tensor pc = rnd({37, 5}, dt).requires_grad_(), pg = on_gpu(pc.detach()).requires_grad_();
+      nn::AdamW oc({{{{"p", pc}}, 0.1, 1.0}}, {1e-2, 0.9, 0.95, 1e-8});
+      nn::AdamW og({{{{"p", pg}}, 0.1, 1.0}}, {1e-2, 0.9, 0.95, 1e-8});
+      for (int step = 0; step < 5; ++step) {
+        const Tensor g = rnd({37, 5}, dt);
+        pc.set_grad(g);
+        pg.set_grad(on_gpu(g));
+        oc.step();
+        og.step();
+      }
+      expect_close(pc.detach(), pg.detach(), 1e-6, 1e-5, std::string("AdamW param ") + dtype_name(dt));
+      expect_close(oc.state().at("exp_avg_sq.p"), og.state().at("exp_avg_sq.p"), 1e-7, 1e-5, std::string("AdamW exp_avg_sq ") + dtype_name(dt));
     }
-    expect_close(pc.detach(), pg.detach(), 1e-6, 1e-5, std::string("AdamW param ") + dtype_name(dt));
-    expect_close(oc.state().at("exp_avg_sq.p"), og.state().at("exp_avg_sq.p"), 1e-7, 1e-5, std::string("AdamW exp_avg_sq ") + dtype_name(dt));
   }
-}
+};
+
+// The cross-backend case of every fused op, from the list.
+#define PHASOR_CROSS_BACKEND_CASE(name, Args) \
+  TEST_CASE("cuda: fused op " #name " agrees with the CPU") { CrossBackend<ops::Args>::run(); }
+PHASOR_FUSED_OPS(PHASOR_CROSS_BACKEND_CASE)
+#undef PHASOR_CROSS_BACKEND_CASE
 
 // ---------------------------------------------------------------- autograd
 

@@ -237,8 +237,10 @@ Problem<T> problem(const Tensor& q, const Tensor& k, const ops::AttentionParams&
 
 }  // namespace
 
-void CpuBackend::attention_forward(const ops::AttentionResult& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   const ops::AttentionParams& p) {
+void CpuBackend::attention_forward(const ops::AttentionForwardArgs& args) {
+  const ops::AttentionResult& out = args.out;
+  const Tensor &q = args.q, &k = args.k, &v = args.v;
+  const ops::AttentionParams& p = args.p;
   const int64_t batch = q.size(0), heads = q.size(2), tiles = (q.size(1) + kQueryTile - 1) / kQueryTile;
   dispatch_floating(q.dtype(), "causal_attention", [&]<class T>() {
     const Problem<T> pb = problem<T>(q, k, p);
@@ -254,8 +256,11 @@ void CpuBackend::attention_forward(const ops::AttentionResult& out, const Tensor
   });
 }
 
-void CpuBackend::attention_backward(const ops::AttentionGrads& out, const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const ops::AttentionResult& fwd, const ops::AttentionParams& p) {
+void CpuBackend::attention_backward(const ops::AttentionBackwardArgs& args) {
+  const ops::AttentionGrads& out = args.out;
+  const Tensor &grad = args.grad, &q = args.q, &k = args.k, &v = args.v;
+  const ops::AttentionResult& fwd = args.forward;
+  const ops::AttentionParams& p = args.p;
   const int64_t batch = q.size(0), heads = q.size(2);
   const BackwardTensors t{grad, q, k, v, fwd.out, fwd.logsumexp, out};
   dispatch_floating(q.dtype(), "causal_attention_backward", [&]<class T>() {

@@ -10,4 +10,7 @@ Backend* backend_instance() {
   return &backend;
 }
 
+// Called by the registry (tensor/backend.cpp) on its first lookup.
+void register_cpu() { register_backend(DeviceType::CPU, backend_instance()); }
+
 }  // namespace phasor::cpu

@@ -1,7 +1,7 @@
 #pragma once
 // The CPU kernels: the reference every other backend must agree with. One
-// class, its methods defined by family in this folder, each file named like
-// its CUDA twin (elementwise, reduce, gemm, index, fused).
+// class, its methods defined by family in this folder (elementwise, reduce,
+// gemm, index, fused, rotation, attention; cuda/ groups them in fewer files).
 #include "tensor/backend.h"
 
 namespace phasor::cpu {
@@ -40,33 +40,15 @@ class CpuBackend final : public Backend {
   void gather(const Tensor& out, const Tensor& x, const Tensor& index, int dim) override;
   void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, int dim) override;
 
-  // fused.cpp
-  void rms_norm(const ops::RmsNormResult& out, const Tensor& x, const Tensor& weight, double eps) override;
-  void rms_norm_backward(const ops::RmsNormGrads& out, const Tensor& grad, const Tensor& x, const Tensor& weight,
-                         const Tensor& inv_rms) override;
-  int64_t cross_entropy(const ops::CrossEntropyResult& out, const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                        bool mean) override;
-  void cross_entropy_backward(const Tensor& dlogits, double grad, const Tensor& logits, const Tensor& targets, const Tensor& logsumexp,
-                              int64_t ignore_index) override;
-  void swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) override;
-  void swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) override;
-  // rotation.cpp
-  void rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) override;
-  void cmha_rotate(const Tensor& out, const Tensor& z, const ops::CmhaParams& p) override;
-  void cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& grad, const Tensor& z, const ops::CmhaParams& p) override;
-  // fused.cpp
-  void attention_softmax(const Tensor& probs, const Tensor& scores, const Tensor& slopes, double scale, int64_t offset) override;
-  void attention_softmax_backward(const Tensor& dscores, const Tensor& grad, const Tensor& probs, double scale) override;
-  // attention.cpp
-  void attention_forward(const ops::AttentionResult& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const ops::AttentionParams& p) override;
-  void attention_backward(const ops::AttentionGrads& out, const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const ops::AttentionResult& forward, const ops::AttentionParams& p) override;
-  // fused.cpp
-  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const ops::AdamWStep& s) override;
+  // The fused ops of tensor/fused_ops.h: fused.cpp, rotation.cpp (rotate,
+  // cmha_rotate*), attention.cpp (attention_forward, attention_backward).
+#define PHASOR_FUSED_METHOD(name, Args) void name(const ops::Args& args) override;
+  PHASOR_FUSED_OPS(PHASOR_FUSED_METHOD)
+#undef PHASOR_FUSED_METHOD
 };
 
-// The one instance, registered by tensor/backend.cpp.
+// The one instance; register_cpu() registers it (tensor/backend.cpp calls it).
 Backend* backend_instance();
+void register_cpu();
 
 }  // namespace phasor::cpu

@@ -18,8 +18,6 @@
 namespace phasor::cpu {
 
 namespace {
-int64_t rows_of(const Tensor& x) { return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1; }
-
 bool threaded(int64_t work) { return work > kParallelGrain; }
 
 }  // namespace
@@ -88,7 +86,10 @@ void rms_norm_backward_best(const RmsNormJob<float>& job, int64_t begin, int64_t
 }
 }  // namespace
 
-void CpuBackend::rms_norm(const ops::RmsNormResult& r, const Tensor& x, const Tensor& w, double eps) {
+void CpuBackend::rms_norm(const ops::RmsNormArgs& args) {
+  const ops::RmsNormResult& r = args.out;
+  const Tensor &x = args.x, &w = args.weight;
+  const double eps = args.eps;
   const int64_t d = x.size(-1), rows = rows_of(x);
   dispatch_floating(x.dtype(), "rms_norm", [&]<class T>() {
     const RmsNormJob<T> job{x.data<T>(), w.data<T>(), nullptr, nullptr, r.y.data<T>(), r.inv_rms.data<T>(), nullptr, d, eps};
@@ -96,7 +97,9 @@ void CpuBackend::rms_norm(const ops::RmsNormResult& r, const Tensor& x, const Te
   });
 }
 
-void CpuBackend::rms_norm_backward(const ops::RmsNormGrads& out, const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& r) {
+void CpuBackend::rms_norm_backward(const ops::RmsNormBackwardArgs& args) {
+  const ops::RmsNormGrads& out = args.out;
+  const Tensor &g = args.grad, &x = args.x, &w = args.weight, &r = args.inv_rms;
   const int64_t d = x.size(-1), rows = rows_of(x);
   ThreadSums dw(d);
   dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
@@ -108,16 +111,13 @@ void CpuBackend::rms_norm_backward(const ops::RmsNormGrads& out, const Tensor& g
 
 // ---------------------------------------------------------------- cross-entropy
 
-int64_t CpuBackend::cross_entropy(const ops::CrossEntropyResult& r, const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                                  bool mean) {
+void CpuBackend::cross_entropy(const ops::CrossEntropyArgs& args) {
+  const ops::CrossEntropyResult& r = args.out;
+  const Tensor &logits = args.logits, &targets = args.targets;
+  const int64_t ignore_index = args.ignore_index, count = r.count;  // the targets checked and counted by the front-end
+  const bool mean = args.mean;
   const int64_t rows = logits.size(0), v = logits.size(1);
   const int64_t* pt = targets.data<int64_t>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    if (pt[i] == ignore_index) continue;
-    if (pt[i] < 0 || pt[i] >= v) target_out_of_range(pt[i], i, v);
-    ++count;
-  }
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
     const T* pl = logits.data<T>();
     T* plse = r.logsumexp.data<T>();
@@ -136,11 +136,12 @@ int64_t CpuBackend::cross_entropy(const ops::CrossEntropyResult& r, const Tensor
     const double denom = mean ? static_cast<double>(std::max<int64_t>(count, 1)) : 1.0;
     *r.loss.data<T>() = static_cast<T>(count ? total / denom : 0.0);
   });
-  return count;
 }
 
-void CpuBackend::cross_entropy_backward(const Tensor& d, double grad, const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                                        int64_t ignore_index) {
+void CpuBackend::cross_entropy_backward(const ops::CrossEntropyBackwardArgs& args) {
+  const Tensor &d = args.dlogits, &logits = args.logits, &targets = args.targets, &lse = args.logsumexp;
+  const double grad = args.grad;
+  const int64_t ignore_index = args.ignore_index;
   const int64_t rows = logits.size(0), v = logits.size(1);
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
     const T *pl = logits.data<T>(), *plse = lse.data<T>();
@@ -188,7 +189,8 @@ PHASOR_SIMD_CLONES void swiglu_backward_block_f32(const float* g, const float* g
 }
 }  // namespace
 
-void CpuBackend::swiglu(const Tensor& out, const Tensor& gate, const Tensor& up) {
+void CpuBackend::swiglu(const ops::SwigluArgs& args) {
+  const Tensor &out = args.out, &gate = args.gate, &up = args.up;
   dispatch_floating(gate.dtype(), "swiglu", [&]<class T>() {
     const T *pg = gate.data<T>(), *pu = up.data<T>();
     T* po = out.data<T>();
@@ -199,7 +201,9 @@ void CpuBackend::swiglu(const Tensor& out, const Tensor& gate, const Tensor& up)
   });
 }
 
-void CpuBackend::swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad, const Tensor& gate, const Tensor& up) {
+void CpuBackend::swiglu_backward(const ops::SwigluBackwardArgs& args) {
+  const ops::SwigluGrads& out = args.out;
+  const Tensor &grad = args.grad, &gate = args.gate, &up = args.up;
   dispatch_floating(gate.dtype(), "swiglu_backward", [&]<class T>() {
     const T *pgrad = grad.data<T>(), *pg = gate.data<T>(), *pu = up.data<T>();
     T *pdg = out.dgate.data<T>(), *pdu = out.dup.data<T>();
@@ -212,7 +216,10 @@ void CpuBackend::swiglu_backward(const ops::SwigluGrads& out, const Tensor& grad
 
 // ---------------------------------------------------------------- attention softmax
 
-void CpuBackend::attention_softmax(const Tensor& probs, const Tensor& scores, const Tensor& slopes, double scale, int64_t offset) {
+void CpuBackend::attention_softmax(const ops::AttentionSoftmaxArgs& args) {
+  const Tensor &probs = args.probs, &scores = args.scores, &slopes = args.slopes;
+  const double scale = args.scale;
+  const int64_t offset = args.offset;
   const int64_t b = scores.size(0), h = scores.size(1), nq = scores.size(2), nk = scores.size(3);
   dispatch_floating(scores.dtype(), "attention_softmax", [&]<class T>() {
     const T* ps = scores.data<T>();
@@ -240,8 +247,10 @@ void CpuBackend::attention_softmax(const Tensor& probs, const Tensor& scores, co
   });
 }
 
-void CpuBackend::attention_softmax_backward(const Tensor& d, const Tensor& grad, const Tensor& probs, double scale) {
-  const int64_t nk = probs.size(-1), rows = probs.numel() / std::max<int64_t>(nk, 1);
+void CpuBackend::attention_softmax_backward(const ops::AttentionSoftmaxBackwardArgs& args) {
+  const Tensor &d = args.dscores, &grad = args.grad, &probs = args.probs;
+  const double scale = args.scale;
+  const int64_t nk = probs.size(-1), rows = rows_of(probs);
   dispatch_floating(probs.dtype(), "attention_softmax_backward", [&]<class T>() {
     const T *pg = grad.data<T>(), *pp = probs.data<T>();
     T* pd = d.data<T>();
@@ -260,7 +269,9 @@ void CpuBackend::attention_softmax_backward(const Tensor& d, const Tensor& grad,
 
 // ---------------------------------------------------------------- AdamW
 
-void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const ops::AdamWStep& s) {
+void CpuBackend::adamw_step(const ops::AdamWArgs& args) {
+  const Tensor &param = args.param, &grad = args.grad, &exp_avg = args.exp_avg, &exp_avg_sq = args.exp_avg_sq;
+  const ops::AdamWStep& s = args.step;
   dispatch_floating(param.dtype(), "AdamW", [&]<class T>() {
     const scalar::AdamWConstants<T> c{static_cast<T>(1.0 - s.lr * s.weight_decay), static_cast<T>(s.beta1),
                                       static_cast<T>(s.beta2),                     static_cast<T>(1.0 - s.beta1),

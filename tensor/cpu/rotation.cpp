@@ -26,7 +26,7 @@ using ops::kEulerEps;
 
 namespace {
 
-int64_t rows_of(const Tensor& z) { return z.size(0) * z.size(1); }
+int64_t positions_of(const Tensor& z) { return z.size(0) * z.size(1); }
 
 // ---------------------------------------------------------------- RoPE / XPos
 
@@ -69,7 +69,7 @@ void rotary_best(const RotaryJob<float>& job, int64_t begin, int64_t end) { rota
 // Per-pair frequencies w_j, in double.
 std::vector<double> frequencies(int64_t pairs, double base) {
   std::vector<double> w(static_cast<size_t>(pairs));
-  for (int64_t j = 0; j < pairs; ++j) w[j] = std::pow(base, -2.0 * static_cast<double>(j) / (2.0 * static_cast<double>(pairs)));
+  for (int64_t j = 0; j < pairs; ++j) w[j] = scalar::rope_frequency(base, j, pairs);
   return w;
 }
 
@@ -236,7 +236,9 @@ void cmha_backward_best(const CmhaJob<float>& job, int64_t begin, int64_t end, d
 
 }  // namespace
 
-void CpuBackend::rotate(const Tensor& out, const Tensor& z, const Tensor& table, bool conjugate_table) {
+void CpuBackend::rotate(const ops::RotateArgs& args) {
+  const Tensor &out = args.out, &z = args.z, &table = args.table;
+  const bool conjugate_table = args.conjugate_table;
   dispatch_inexact(z.dtype(), "rotate", [&]<class C>() {
     if constexpr (is_complex_v<C>) {
       using R = real_of<C>;
@@ -244,18 +246,20 @@ void CpuBackend::rotate(const Tensor& out, const Tensor& z, const Tensor& table,
                              reinterpret_cast<R*>(out.data<C>()),     z.size(1),
                              z.size(2),                               z.size(3),
                              conjugate_table ? R(-1) : R(1)};
-      split_rows(rows_of(z), z.numel(), [&](int64_t begin, int64_t end) { rotary_best(job, begin, end); });
+      split_rows(positions_of(z), z.numel(), [&](int64_t begin, int64_t end) { rotary_best(job, begin, end); });
     }
   });
 }
 
-void CpuBackend::cmha_rotate(const Tensor& out, const Tensor& z, const ops::CmhaParams& p) {
+void CpuBackend::cmha_rotate(const ops::CmhaRotateArgs& args) {
+  const Tensor &out = args.out, &z = args.z;
+  const ops::CmhaParams& p = args.p;
   dispatch_inexact(z.dtype(), "cmha_rotate", [&]<class C>() {
     if constexpr (is_complex_v<C>) {
       using R = real_of<C>;
       const CmhaSetup<R> setup(z, p);
       const CmhaJob<R> job = setup.job(z, Tensor(), out, p);
-      split_rows(rows_of(z), z.numel() * 8, [&](int64_t begin, int64_t end) {
+      split_rows(positions_of(z), z.numel() * 8, [&](int64_t begin, int64_t end) {
         if (setup.wide()) cmha_forward_rows<R, true>(job, begin, end);
         else cmha_forward_best(job, begin, end);
       });
@@ -263,7 +267,10 @@ void CpuBackend::cmha_rotate(const Tensor& out, const Tensor& z, const ops::Cmha
   });
 }
 
-void CpuBackend::cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g, const Tensor& z, const ops::CmhaParams& p) {
+void CpuBackend::cmha_rotate_backward(const ops::CmhaRotateBackwardArgs& args) {
+  const ops::CmhaGrads& out = args.out;
+  const Tensor &g = args.grad, &z = args.z;
+  const ops::CmhaParams& p = args.p;
   const int64_t h = z.size(2), pairs = z.size(3);
   ThreadSums sums(2 * h * pairs + h);
   dispatch_inexact(z.dtype(), "cmha_rotate_backward", [&]<class C>() {
@@ -271,7 +278,7 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaGrads& out, const Tensor& g
       using R = real_of<C>;
       const CmhaSetup<R> setup(z, p);
       const CmhaJob<R> job = setup.job(z, g, out.dz, p);
-      split_rows(rows_of(z), z.numel() * 8, [&](int64_t begin, int64_t end) {
+      split_rows(positions_of(z), z.numel() * 8, [&](int64_t begin, int64_t end) {
         double* acc = sums.mine();
         if (setup.wide()) cmha_backward_rows<R, true>(job, begin, end, acc);
         else cmha_backward_best(job, begin, end, acc);
