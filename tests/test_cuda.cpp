@@ -644,14 +644,21 @@ void for_each_cmha_case(F&& check) {
         }
     }
 }
-double cmha_tol(DType dt) { return real_dtype(dt) == DType::Float32 ? 2e-4 : 1e-9; }
+// float32: past a few thousand positions the phase theta is thousands of radians, and its
+// last bit (4.9e-4 rad between 4096 and 8192) may round apart on the two backends when
+// their atan2 differ by an ulp (phi enters theta as delta phi): one ulp of the largest phase
+// (beta < 1.5, |delta phi + phase_bias| < 4) is allowed.
+double cmha_tol(DType dt, int64_t last_position) {
+  if (real_dtype(dt) != DType::Float32) return 1e-9;
+  return std::max(2e-4, (1.5 * static_cast<double>(last_position) + 4.0) * 0x1p-23);
+}
 }  // namespace
 
 template <>
 struct CrossBackend<ops::CmhaRotateArgs> {  // the ComplexFormer rotation
   static void run() {
     for_each_cmha_case([](const Tensor& z, const ops::CmhaParams& pc, const ops::CmhaParams& pg, const std::string& what) {
-      const double loose = cmha_tol(z.dtype());
+      const double loose = cmha_tol(z.dtype(), pc.offset + z.size(1));
       expect_close(ops::cmha_rotate(z, pc), ops::cmha_rotate(on_gpu(z), pg), loose, loose, "cmha_rotate " + what);
     });
   }
@@ -661,7 +668,7 @@ template <>
 struct CrossBackend<ops::CmhaRotateBackwardArgs> {  // the ComplexFormer rotation's backward
   static void run() {
     for_each_cmha_case([](const Tensor& z, const ops::CmhaParams& pc, const ops::CmhaParams& pg, const std::string& what) {
-      const double loose = cmha_tol(z.dtype()), sum_tol = real_dtype(z.dtype()) == DType::Float32 ? 2e-3 : 1e-8;
+      const double loose = cmha_tol(z.dtype(), pc.offset + z.size(1)), sum_tol = real_dtype(z.dtype()) == DType::Float32 ? 2e-3 : 1e-8;
       const Tensor g = rnd(z.shape(), z.dtype());
       const auto rb = ops::cmha_rotate_backward(g, z, pc), gb = ops::cmha_rotate_backward(on_gpu(g), on_gpu(z), pg);
       expect_close(rb.dz, gb.dz, loose, loose, "cmha dz " + what);
