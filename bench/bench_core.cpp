@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "phasor.h"
+#include "tensor/cpu/onednn_gemm.h"
 #include "tensor/cpu/tile_product.h"
 
 #ifdef PHASOR_HAVE_TORCH
@@ -68,6 +69,33 @@ void BM_cblas_sgemm(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2 * int64_t{n} * n * n);
 }
 BENCHMARK(BM_cblas_sgemm)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
+
+// float32 GEMMs at the model's shapes through each library (tensor/cpu/onednn_gemm.h):
+// M = 2048 rows (16 x 128 tokens), (N, K) from the README model and the deep one,
+// in the three forms of a linear layer's step: Y = X W^T (forward), dX = dY W,
+// dW = dY^T X. Args: library (0 OpenBLAS, 1 oneDNN), form (0, 1, 2), N, K.
+void BM_gemm_library(benchmark::State& state) {
+  const bool onednn = state.range(0) == 1;
+  const int64_t form = state.range(1), m = 2048, n = state.range(2), k = state.range(3);
+  if (onednn && !cpu::onednn_available()) {
+    state.SkipWithError("this build has no oneDNN");
+    return;
+  }
+  cpu::set_gemm_library(onednn ? cpu::GemmLibrary::OneDNN : cpu::GemmLibrary::OpenBLAS);
+  Tensor a, b;
+  MatOp op_a = MatOp::None, op_b = MatOp::None;
+  if (form == 0) a = randn({m, k}), b = randn({n, k}), op_b = MatOp::Transpose;       // [m, k] x [n, k]^T
+  else if (form == 1) a = randn({m, n}), b = randn({n, k});                            // [m, n] x [n, k]
+  else a = randn({m, n}), b = randn({m, k}), op_a = MatOp::Transpose;                 // [m, n]^T x [m, k]
+  for (auto _ : state) benchmark::DoNotOptimize(ops::matmul(a, b, op_a, op_b));
+  cpu::set_gemm_library(std::nullopt);
+  state.SetItemsProcessed(state.iterations() * 2 * m * n * k);  // items/s = FLOP/s
+  state.SetLabel(std::string(onednn ? "onednn" : "openblas") + (form == 0 ? " X W^T" : form == 1 ? " dY W" : " dY^T X"));
+}
+BENCHMARK(BM_gemm_library)
+    ->ArgsProduct({{0, 1}, {0, 1, 2}, {128, 352, 768}, {128, 352, 704}})
+    ->UseRealTime()  // the product runs on the OpenMP pool: wall time, not the main thread's CPU time
+    ->Unit(benchmark::kMicrosecond);
 
 // The fused attention's two forward tile products, S = Q K^T ([64, 64] over the
 // head width d) and O += P V ([64, d] over 64 keys): the micro-kernel it uses

@@ -50,6 +50,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # the CLI's and module's shared libraries, from dpkg-shlibdeps
 # What a program built against the headers and the static libraries needs.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, nlohmann-json3-dev, libgomp1")
+if(dnnl_FOUND)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libdnnl-dev")
+endif()
 if(PHASOR_CONFIG_MPI)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
 endif()

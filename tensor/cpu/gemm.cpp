@@ -1,4 +1,5 @@
-// GEMM on OpenBLAS: one cblas_?gemm per batch item of the plan that the
+// GEMM on OpenBLAS (float32 on oneDNN where the shape says so: onednn_gemm.h):
+// one cblas_?gemm per batch item of the plan that the
 // matmul front-end (tensor/linalg.cpp) made; transposes and conjugate
 // transposes are BLAS flags, never copies. CUDA twin: cuda/gemm.cpp.
 //
@@ -17,6 +18,7 @@
 #include <algorithm>
 
 #include "tensor/cpu/backend.h"
+#include "tensor/cpu/onednn_gemm.h"
 
 namespace phasor::cpu {
 
@@ -85,6 +87,10 @@ void CpuBackend::gemm(const Tensor& out, const GemmPlan& p) {
       return Product<T>{p.a.op, p.b.op, p.m, p.n, p.k, pa + p.a.offsets[i], p.a.ld, pb + p.b.offsets[i], p.b.ld, pc + i * p.m * p.n, p.n};
     };
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    // float32 goes to oneDNN where it is faster (onednn_gemm.h); not from inside a
+    // parallel region, where each caller's thread runs its own product here.
+    if constexpr (std::is_same_v<T, float>)
+      if (!omp_in_parallel() && onednn_gemm_f32(pc, p, threads)) return;
     // A caller may have given OpenBLAS threads (OPENBLAS_NUM_THREADS, openblas_set_num_threads): take them back.
     if (threads > 1 && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
     const int64_t work = batch * p.m * p.n * p.k;

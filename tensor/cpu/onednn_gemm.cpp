@@ -1,0 +1,190 @@
+// float32 GEMMs on oneDNN (see onednn_gemm.h).
+//
+// A product is one matmul primitive: op(A) and op(B) are described by their
+// strides (a transpose is a stride swap, never a copy) and a batch whose items
+// sit at a constant distance is one 3-D primitive, otherwise a 2-D one run per
+// item. Primitives are created once per shape and layout and kept: a training
+// step repeats the same few dozen shapes, and creating one (JIT code) costs far
+// more than running a small one. oneDNN here runs on libgomp, Phasor's own
+// OpenMP pool (the same one its kernels use), with as many threads as the
+// caller asks; its partition of the work depends only on the shape and the
+// thread count, so results are the same bits run after run.
+#include "tensor/cpu/onednn_gemm.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#ifdef PHASOR_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
+#include <mutex>
+#include <unordered_map>
+#endif
+
+namespace phasor::cpu {
+
+namespace {
+
+// The library forced by PHASOR_GEMM or set_gemm_library, if any: -1 none (the
+// shape policy decides), else a GemmLibrary. Unset, OpenBLAS: the policy's
+// threshold and oneDNN's share of the shapes are not yet measured on a quiet
+// machine (docs/benchmarks.md), and the default keeps today's bits.
+std::atomic<int>& forced() {
+  static std::atomic<int> value = [] {
+    const char* env = std::getenv("PHASOR_GEMM");
+    if (env == nullptr || *env == '\0') return static_cast<int>(GemmLibrary::OpenBLAS);
+    if (std::strcmp(env, "auto") == 0) return -1;
+    if (std::strcmp(env, "openblas") == 0) return static_cast<int>(GemmLibrary::OpenBLAS);
+    if (std::strcmp(env, "onednn") == 0) return static_cast<int>(GemmLibrary::OneDNN);
+    throw std::invalid_argument("PHASOR_GEMM is '" + std::string(env) + "': expected auto, openblas or onednn");
+  }();
+  return value;
+}
+
+bool forced_to(GemmLibrary lib) { return forced().load(std::memory_order_relaxed) == static_cast<int>(lib); }
+bool forced_any() { return forced().load(std::memory_order_relaxed) >= 0; }
+
+}  // namespace
+
+void set_gemm_library(std::optional<GemmLibrary> library) {
+  forced().store(library ? static_cast<int>(*library) : -1, std::memory_order_relaxed);
+}
+
+#ifndef PHASOR_HAVE_ONEDNN
+
+bool onednn_available() { return false; }
+
+bool onednn_gemm_f32(float*, const GemmPlan&, int) {
+  if (forced_to(GemmLibrary::OneDNN))
+    throw std::invalid_argument("PHASOR_GEMM=onednn, but this build of Phasor has no oneDNN (install libdnnl-dev and rebuild)");
+  return false;
+}
+
+#else
+
+namespace {
+
+using dnnl::memory;
+
+// Below this many multiply-adds OpenBLAS wins: a primitive's execute costs a
+// few microseconds of its own (docs/benchmarks.md, "GEMM library per shape").
+constexpr int64_t kOneDnnMinWork = int64_t{1} << 16;
+
+// One operand as oneDNN sees it: element (i, j) of op(X) at i * rows + j * cols.
+struct Layout {
+  int64_t rows = 0, cols = 0, batch = 0;  // strides; batch 0: shared by every item
+};
+
+Layout layout_of(const GemmOperand& g) {
+  Layout l;
+  if (g.op == BlasOp::N) l.rows = g.ld, l.cols = 1;
+  else l.rows = 1, l.cols = g.ld;
+  return l;
+}
+
+// The constant distance between batch items, if there is one.
+bool constant_stride(const std::vector<int64_t>& offsets, int64_t* stride) {
+  *stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  for (size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] - offsets[i - 1] != *stride) return false;
+  return *stride >= 0;
+}
+
+struct Key {
+  int64_t batch, m, n, k;
+  Layout a, b;
+  int threads;
+  bool operator==(const Key& o) const {
+    return batch == o.batch && m == o.m && n == o.n && k == o.k && a.rows == o.a.rows && a.cols == o.a.cols &&
+           a.batch == o.a.batch && b.rows == o.b.rows && b.cols == o.b.cols && b.batch == o.b.batch && threads == o.threads;
+  }
+};
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    size_t h = 0;
+    for (int64_t v : {key.batch, key.m, key.n, key.k, key.a.rows, key.a.cols, key.a.batch, key.b.rows, key.b.cols, key.b.batch,
+                      static_cast<int64_t>(key.threads)})
+      h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
+memory::desc operand_desc(int64_t batch, int64_t rows, int64_t cols, const Layout& l) {
+  if (batch == 1) return memory::desc({rows, cols}, memory::data_type::f32, {l.rows, l.cols});
+  return memory::desc({l.batch == 0 ? 1 : batch, rows, cols}, memory::data_type::f32, {l.batch, l.rows, l.cols});
+}
+
+class OneDnn {
+ public:
+  // Runs one (batched) product; `a`, `b` point at the first item's operands.
+  void run(const Key& key, const float* a, const float* b, float* c) {
+    std::lock_guard<std::mutex> lock(mutex_);  // a primitive's scratchpad is its own: one execution at a time
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      const memory::desc a_md = operand_desc(key.batch, key.m, key.k, key.a);
+      const memory::desc b_md = operand_desc(key.batch, key.k, key.n, key.b);
+      const memory::desc c_md = key.batch == 1 ? memory::desc({key.m, key.n}, memory::data_type::f32, memory::format_tag::ab)
+                                               : memory::desc({key.batch, key.m, key.n}, memory::data_type::f32, memory::format_tag::abc);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
+      it = cache_.emplace(key, Entry{dnnl::matmul(pd), a_md, b_md, c_md}).first;
+    }
+    const Entry& e = it->second;
+    memory am(e.a, engine_, const_cast<float*>(a)), bm(e.b, engine_, const_cast<float*>(b)), cm(e.c, engine_, c);
+    // oneDNN's OpenMP runtime takes omp_get_max_threads() threads: the caller's count.
+    const int saved = omp_get_max_threads();
+    if (saved != key.threads) omp_set_num_threads(key.threads);
+    e.primitive.execute(stream_, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream_.wait();
+    if (saved != key.threads) omp_set_num_threads(saved);
+  }
+
+ private:
+  struct Entry {
+    dnnl::matmul primitive;
+    memory::desc a, b, c;
+  };
+  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream_{engine_};
+  std::mutex mutex_;
+  std::unordered_map<Key, Entry, KeyHash> cache_;
+};
+
+OneDnn& onednn() {
+  static OneDnn instance;
+  return instance;
+}
+
+bool policy_picks_onednn(const GemmPlan& p) {
+  if (forced_any()) return forced_to(GemmLibrary::OneDNN);
+  return static_cast<int64_t>(p.a.offsets.size()) * p.m * p.n * p.k >= kOneDnnMinWork;
+}
+
+}  // namespace
+
+bool onednn_available() { return true; }
+
+bool onednn_gemm_f32(float* out, const GemmPlan& p, int threads) {
+  if (p.m == 0 || p.n == 0 || p.k == 0 || p.a.op == BlasOp::C || p.b.op == BlasOp::C || !policy_picks_onednn(p)) return false;
+  const int64_t batch = static_cast<int64_t>(p.a.offsets.size());
+  Layout a = layout_of(p.a), b = layout_of(p.b);
+  const float* pa = p.a.t.data<float>();
+  const float* pb = p.b.t.data<float>();
+  const bool one_primitive = constant_stride(p.a.offsets, &a.batch) && constant_stride(p.b.offsets, &b.batch) &&
+                             (batch == 1 || a.batch != 0);  // oneDNN broadcasts the weights' batch, not the source's
+  if (one_primitive) {
+    onednn().run(Key{batch, p.m, p.n, p.k, a, b, threads}, pa + p.a.offsets[0], pb + p.b.offsets[0], out);
+  } else {
+    a.batch = b.batch = 0;
+    for (int64_t i = 0; i < batch; ++i)
+      onednn().run(Key{1, p.m, p.n, p.k, a, b, threads}, pa + p.a.offsets[i], pb + p.b.offsets[i], out + i * p.m * p.n);
+  }
+  return true;
+}
+
+#endif
+
+}  // namespace phasor::cpu

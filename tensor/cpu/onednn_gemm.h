@@ -1,0 +1,33 @@
+#pragma once
+// float32 GEMMs on oneDNN's matmul primitive. At the model's shapes its
+// AVX-512 kernels were measured 1.2-1.9x faster than OpenBLAS's (issue #30's
+// table); the choice per shape is to be measured here on a quiet machine
+// (bench_core's BM_gemm_library) before it becomes the default, so for now
+// oneDNN runs only when asked. OpenBLAS (gemm.cpp) keeps float64, the complex
+// dtypes and whatever this declines.
+#include <optional>
+
+#include "tensor/backend.h"
+
+namespace phasor::cpu {
+
+// Which library runs a float32 GEMM: PHASOR_GEMM=openblas (the default, also
+// when unset) or onednn forces one; "auto" lets the shape decide
+// (onednn_gemm.cpp: oneDNN from 2^16 multiply-adds up).
+enum class GemmLibrary { OpenBLAS, OneDNN };
+
+// Forces a library for every float32 GEMM from now on (nullopt: the policy
+// decides again), as PHASOR_GEMM does at start; for A/B benchmarks and tests.
+void set_gemm_library(std::optional<GemmLibrary> library);
+
+// True when this build has oneDNN (PHASOR_HAVE_ONEDNN).
+bool onednn_available();
+
+// out [batch, m, n] (contiguous float32) = op(a) op(b) for each batch item of
+// the plan, on oneDNN, on `threads` threads of the OpenMP pool. Returns false,
+// having done nothing, when oneDNN should not or cannot take it: the policy
+// picks OpenBLAS for the shape, the build has no oneDNN, or the plan's
+// strides are not expressible (the caller then runs OpenBLAS).
+bool onednn_gemm_f32(float* out, const GemmPlan& plan, int threads);
+
+}  // namespace phasor::cpu

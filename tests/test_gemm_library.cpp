@@ -1,0 +1,98 @@
+// float32 GEMMs on oneDNN (tensor/cpu/onednn_gemm.h) against the same products
+// in float64 on OpenBLAS, over every layout the matmul front-end hands the
+// backend: transposes as strides, leading dimensions wider than the rows, a
+// batch at a constant distance (one 3-D primitive), weights shared by the batch
+// (broadcast), and batches whose items are not evenly spaced (one 2-D
+// primitive per item). The bound is elementwise and relative to the product of
+// the magnitudes, |C - C64| <= 1e-5 (|A| |B|), so that cancellation cannot hide
+// an error behind a large neighbour.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "phasor.h"
+#include "tensor/cpu/onednn_gemm.h"
+
+using namespace phasor;
+
+namespace {
+
+// The float32 product on `library`, checked against the float64 one.
+void check_product(const Tensor& a, const Tensor& b, MatOp op_a, MatOp op_b, cpu::GemmLibrary library) {
+  cpu::set_gemm_library(library);
+  const Tensor c = ops::matmul(a, b, op_a, op_b);
+  cpu::set_gemm_library(std::nullopt);
+  const Tensor ref = ops::matmul(a.to(DType::Float64), b.to(DType::Float64), op_a, op_b);
+  const Tensor bound = ops::matmul(ops::unary(ops::Unary::Abs, a).to(DType::Float64), ops::unary(ops::Unary::Abs, b).to(DType::Float64), op_a, op_b);
+  REQUIRE(c.shape() == ref.shape());
+  const auto got = ops::contiguous(c).to_vector<float>();
+  const auto want = ops::contiguous(ref).to_vector<double>();
+  const auto scale = ops::contiguous(bound).to_vector<double>();
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= 1e-5 * scale[i] + 1e-30)) ++bad;
+  CHECK_MESSAGE(bad == 0, bad, " of ", got.size(), " elements off");
+}
+
+void check_both(const Tensor& a, const Tensor& b, MatOp op_a = MatOp::None, MatOp op_b = MatOp::None) {
+  for (auto lib : {cpu::GemmLibrary::OpenBLAS, cpu::GemmLibrary::OneDNN}) {
+    CAPTURE(static_cast<int>(lib));
+    check_product(a, b, op_a, op_b, lib);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the build has oneDNN exactly when CMake found it; forcing it where it is absent fails") {
+#ifdef PHASOR_TEST_EXPECT_ONEDNN
+  CHECK(cpu::onednn_available());
+#else
+  CHECK_FALSE(cpu::onednn_available());
+  cpu::set_gemm_library(cpu::GemmLibrary::OneDNN);
+  CHECK_THROWS_WITH_AS(ops::matmul(ones({4, 4}), ones({4, 4})), doctest::Contains("no oneDNN"), std::invalid_argument);
+  cpu::set_gemm_library(std::nullopt);
+#endif
+}
+
+TEST_CASE("float32 GEMMs on each library agree with float64 over every layout") {
+  if (!cpu::onednn_available()) return;  // the case above checks that this build should have none
+  Generator gen(11);
+  SUBCASE("plain, and each operand transposed") {
+    const Tensor a = randn({67, 45}, DType::Float32, &gen), b = randn({45, 33}, DType::Float32, &gen);
+    check_both(a, b);
+    check_both(randn({45, 67}, DType::Float32, &gen), b, MatOp::Transpose);
+    check_both(a, randn({33, 45}, DType::Float32, &gen), MatOp::None, MatOp::Transpose);
+    check_both(randn({45, 67}, DType::Float32, &gen), randn({33, 45}, DType::Float32, &gen), MatOp::Transpose, MatOp::Transpose);
+  }
+  SUBCASE("leading dimensions wider than the rows (narrowed columns)") {
+    const Tensor a = randn({70, 90}, DType::Float32, &gen).narrow(1, 3, 64);
+    const Tensor b = randn({64, 50}, DType::Float32, &gen).narrow(1, 1, 40);
+    check_both(a, b);
+  }
+  SUBCASE("a batch at a constant distance, and weights shared by the batch") {
+    check_both(randn({3, 40, 24}, DType::Float32, &gen), randn({3, 24, 56}, DType::Float32, &gen));
+    check_both(randn({3, 40, 24}, DType::Float32, &gen), randn({24, 56}, DType::Float32, &gen));
+    check_both(randn({3, 40, 24}, DType::Float32, &gen), randn({56, 24}, DType::Float32, &gen), MatOp::None, MatOp::Transpose);
+  }
+  SUBCASE("a shared source and a batch of weights; unevenly spaced batch items") {
+    check_both(randn({40, 24}, DType::Float32, &gen), randn({4, 24, 56}, DType::Float32, &gen));
+    check_both(randn({2, 1, 40, 24}, DType::Float32, &gen), randn({1, 3, 24, 56}, DType::Float32, &gen));
+  }
+  SUBCASE("the model's shapes (the policy's range) and a single row") {
+    check_both(randn({256, 128}, DType::Float32, &gen), randn({352, 128}, DType::Float32, &gen), MatOp::None, MatOp::Transpose);
+    check_both(randn({256, 352}, DType::Float32, &gen), randn({256, 128}, DType::Float32, &gen), MatOp::Transpose);
+    check_both(randn({1, 128}, DType::Float32, &gen), randn({128, 256}, DType::Float32, &gen));
+  }
+}
+
+TEST_CASE("a float32 GEMM on oneDNN gives the same bits run after run") {
+  if (!cpu::onednn_available()) return;
+  Generator gen(12);
+  const Tensor a = randn({512, 352}, DType::Float32, &gen), b = randn({128, 352}, DType::Float32, &gen);
+  cpu::set_gemm_library(cpu::GemmLibrary::OneDNN);
+  const auto first = ops::matmul(a, b, MatOp::None, MatOp::Transpose).to_vector<float>();
+  const auto second = ops::matmul(a, b, MatOp::None, MatOp::Transpose).to_vector<float>();
+  cpu::set_gemm_library(std::nullopt);
+  CHECK(first == second);
+}
