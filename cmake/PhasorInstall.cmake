@@ -51,7 +51,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # the CLI's and module's shared librarie
 # What a program built against the headers and the static libraries needs.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, nlohmann-json3-dev, libgomp1")
 if(dnnl_FOUND)
-  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libdnnl-dev")
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libdnnl-dev, ocl-icd-opencl-dev")  # dnnl's CMake package needs OpenCL
 endif()
 if(PHASOR_CONFIG_MPI)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake                  # compiler and build (dpkg-dev's dpkg-shlibdeps: the .deb's dependencies)
   file                                   # CPack's DEB generator inspects the binaries with it (ctest package_consumer)
   libopenblas-dev libopenblas0-pthread   # CPU GEMM (LibTorch uses it too: without it, a slow reference BLAS)
-  libdnnl-dev                            # oneDNN: the float32 GEMMs where it beats OpenBLAS (tensor/cpu/onednn_gemm.h)
+  libdnnl-dev ocl-icd-opencl-dev         # oneDNN: float32 GEMMs (tensor/cpu/onednn_gemm.h); its CMake package needs OpenCL's
   doctest-dev libbenchmark-dev           # tests and micro-benchmarks
   libcli11-dev nlohmann-json3-dev        # command line and JSON
   bible-kjv                              # the built-in `kjv` corpus
