@@ -443,6 +443,7 @@ void enqueue_kernel(const LaunchConfig& c, std::shared_ptr<const void> bound, co
                     void (*body)(const void*)) {
   static std::atomic<uint64_t> launches{0};
   const uint64_t seed = 0x5EEDull + launches++;
+  count_launch();
   enqueue(c.stream, [c, bound, args, args_bytes, body, seed] { execute(c, body, bound.get(), args, args_bytes, seed); });
 }
 

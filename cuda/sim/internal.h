@@ -26,6 +26,9 @@ void enqueue_polled(cudaStream_t s, std::function<bool()> poll);
 // synchronisation as cudaErrorLaunchFailure, whose error string names it.
 void record_failure(const std::string& what);
 
+// Counts a kernel launch in sync_counts() (cuda/sim/sync_counts.h).
+void count_launch();
+
 // A switch of the simulator's checks from the environment: on unless set to 0.
 bool check_enabled(const char* name);
 

@@ -14,6 +14,7 @@
 
 #include "cuda_runtime_api.h"
 #include "internal.h"
+#include "sync_counts.h"
 
 struct CUstream_st {
   // A task returns false while it cannot finish yet (a collective waiting for
@@ -47,6 +48,7 @@ struct State {
   std::map<const void*, int> max_dynamic_shared;
   std::string failure;   // the first fault not yet reported by a synchronisation
   std::string detail;    // cudaGetErrorString(cudaErrorLaunchFailure)
+  SyncCounts counts;     // sync_counts.h
 };
 State& state() {
   static State* s = new State();  // never destroyed: tensors may be freed during static destruction
@@ -58,6 +60,12 @@ thread_local cudaError_t last_error = cudaSuccess;
 cudaError_t fail_with(cudaError_t e) {
   last_error = e;
   return e;
+}
+
+// Counts one host synchronisation (or launch) of the kind `field` names.
+void count(int64_t SyncCounts::*field) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  ++(state().counts.*field);
 }
 
 CUstream_st* resolve(cudaStream_t s) { return s ? s : &state().legacy; }
@@ -134,6 +142,16 @@ void enqueue(cudaStream_t stream, std::function<void()> task) {
   });
 }
 
+SyncCounts sync_counts() {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  return state().counts;
+}
+void reset_sync_counts() {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  state().counts = SyncCounts{};
+}
+void count_launch() { count(&SyncCounts::launches); }
+
 void record_failure(const std::string& what) {
   std::lock_guard<std::recursive_mutex> g(lock());
   if (state().failure.empty()) state().failure = what;
@@ -195,6 +213,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 cudaError_t cudaDeviceSynchronize() {
   std::lock_guard<std::recursive_mutex> g(lock());
+  count(&SyncCounts::device_syncs);
   run_all();
   return report();
 }
@@ -261,6 +280,7 @@ cudaError_t cudaFree(void* ptr) {
   std::lock_guard<std::recursive_mutex> g(lock());
   State& st = state();
   run_all();  // cudaFree waits for the device
+  count(&SyncCounts::device_syncs);
   if (!ptr) return report();
   auto it = st.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == st.allocations.end()) return fail_with(cudaErrorInvalidDevicePointer);
@@ -280,6 +300,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, 
 cudaError_t cudaFreeHost(void* ptr) {
   std::lock_guard<std::recursive_mutex> g(lock());
   run_all();
+  count(&SyncCounts::device_syncs);
   if (state().pinned.erase(ptr) == 0) return fail_with(cudaErrorInvalidValue);
   std::free(ptr);
   return report();
@@ -309,6 +330,8 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
   if (n == 0) return cudaSuccess;
   if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
   run_until(&state().legacy, state().legacy.enqueued);
+  count(&SyncCounts::device_syncs);
+  if (kind == cudaMemcpyDeviceToHost) count(&SyncCounts::d2h_copies);
   std::memmove(dst, src, n);
   return report();
 }
@@ -318,6 +341,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   // Until the copy runs, its host destination holds poison: a host read that
   // skipped the synchronisation sees it (NaN, -1) instead of stale values.
   if (kind == cudaMemcpyDeviceToHost && poison_enabled()) std::memset(dst, kPoison, n);
+  if (kind == cudaMemcpyDeviceToHost) count(&SyncCounts::d2h_copies);
   enqueue(stream, [dst, src, n] { std::memmove(dst, src, n); });
   return cudaSuccess;
 }
@@ -331,6 +355,7 @@ cudaError_t cudaMemset(void* dst, int value, size_t n) {
   std::lock_guard<std::recursive_mutex> g(lock());
   if (const cudaError_t e = cudaMemsetAsync(dst, value, n, nullptr)) return e;
   run_until(&state().legacy, state().legacy.enqueued);
+  count(&SyncCounts::device_syncs);
   return report();
 }
 
@@ -345,11 +370,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> g(lock());
   if (!stream || state().streams.erase(stream) == 0) return fail_with(cudaErrorInvalidResourceHandle);
   run_until(stream, stream->enqueued);  // queued work completes, as on a GPU
+  count(&SyncCounts::device_syncs);
   delete stream;
   return report();
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> g(lock());
+  count(&SyncCounts::stream_syncs);
   CUstream_st* s = resolve(stream);
   run_until(s, s->enqueued);
   return report();
@@ -357,6 +384,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 // Runs what can run now; "not ready" while a task waits (a collective's peers).
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> g(lock());
+  count(&SyncCounts::queries);
   CUstream_st* s = resolve(stream);
   if (!run_until(s, s->enqueued, /*block=*/false)) return cudaErrorNotReady;  // not an error: cudaGetLastError stays clean
   return report();
@@ -389,12 +417,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return fail_with(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::recursive_mutex> g(lock());
+  count(&SyncCounts::event_syncs);
   if (event->stream) run_until(event->stream, event->target);
   return report();
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return fail_with(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::recursive_mutex> g(lock());
+  count(&SyncCounts::queries);
   if (event->stream && !run_until(event->stream, event->target, /*block=*/false)) return cudaErrorNotReady;
   return report();
 }

@@ -1,0 +1,110 @@
+// The CUDA simulator's counters of host synchronisations (cuda/sim/sync_counts.h):
+// every way the host can wait for the device is counted under its kind, and
+// what does not wait (a launch, an asynchronous upload, an event record) is
+// not. Built only on the simulator (tests/CMakeLists.txt).
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "cuda/cuda.h"
+#include "cuda/sim/sync_counts.h"
+#include "phasor.h"
+
+using namespace phasor;
+using phasor::sim::SyncCounts;
+
+namespace {
+
+// The counts `body` adds.
+template <class F>
+SyncCounts counted(F&& body) {
+  sim::reset_sync_counts();
+  body();
+  return sim::sync_counts();
+}
+
+struct DeviceBytes {
+  void* p = nullptr;
+  explicit DeviceBytes(size_t n) { REQUIRE(cudaMalloc(&p, n) == cudaSuccess); }
+  ~DeviceBytes() { cudaFree(p); }
+};
+
+}  // namespace
+
+TEST_CASE("sim sync counts: each kind of host synchronisation is counted under its own kind") {
+  DeviceBytes d(64);
+  std::vector<char> host(64, 1);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+
+  SyncCounts c = counted([&] { REQUIRE(cudaMemcpyAsync(host.data(), d.p, 64, cudaMemcpyDeviceToHost, s) == cudaSuccess); });
+  CHECK(c.d2h_copies == 1);
+  CHECK(c.total() == 1);
+
+  c = counted([&] { REQUIRE(cudaMemcpy(host.data(), d.p, 64, cudaMemcpyDeviceToHost) == cudaSuccess); });
+  CHECK(c.d2h_copies == 1);
+  CHECK(c.device_syncs == 1);  // a synchronous copy waits for the device first
+  CHECK(c.total() == 2);
+
+  c = counted([&] { REQUIRE(cudaStreamSynchronize(s) == cudaSuccess); });
+  CHECK(c.stream_syncs == 1);
+  CHECK(c.total() == 1);
+
+  c = counted([&] { REQUIRE(cudaDeviceSynchronize() == cudaSuccess); });
+  CHECK(c.device_syncs == 1);
+  CHECK(c.total() == 1);
+
+  c = counted([&] {
+    REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+    REQUIRE(cudaEventSynchronize(e) == cudaSuccess);
+  });
+  CHECK(c.event_syncs == 1);
+  CHECK(c.total() == 1);
+
+  c = counted([&] {
+    REQUIRE(cudaEventQuery(e) == cudaSuccess);
+    REQUIRE(cudaStreamQuery(s) == cudaSuccess);
+  });
+  CHECK(c.queries == 2);
+  CHECK(c.total() == 2);
+
+  c = counted([&] { REQUIRE(cudaMemset(d.p, 0, 64) == cudaSuccess); });
+  CHECK(c.device_syncs == 1);
+  CHECK(c.total() == 1);
+
+  c = counted([&] {
+    void* p = nullptr;
+    REQUIRE(cudaMalloc(&p, 16) == cudaSuccess);
+    REQUIRE(cudaFree(p) == cudaSuccess);  // cudaFree waits for the device; cudaMalloc does not
+  });
+  CHECK(c.device_syncs == 1);
+  CHECK(c.total() == 1);
+
+  REQUIRE(cudaEventDestroy(e) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("sim sync counts: launches, uploads and event records are not synchronisations, and reset clears") {
+  const Tensor x = ops::to_device(from_vector(std::vector<float>{1, 2, 3, 4}), cuda(0));
+  gpu::synchronize();
+  const SyncCounts c = counted([&] {
+    const Tensor y = ops::to_device(from_vector(std::vector<float>{5, 6, 7, 8}), cuda(0));  // staged: asynchronous
+    const Tensor z = ops::binary(ops::Binary::Add, x, y);
+    (void)z;
+  });
+  CHECK(c.launches >= 1);
+  CHECK(c.total() == 0);
+
+  const SyncCounts read = counted([&] { CHECK(x.to_vector<float>() == std::vector<float>{1, 2, 3, 4}); });
+  CHECK(read.d2h_copies == 1);
+  CHECK(read.stream_syncs == 1);
+
+  sim::reset_sync_counts();
+  const SyncCounts zero = sim::sync_counts();
+  CHECK(zero.total() == 0);
+  CHECK(zero.launches == 0);
+}
