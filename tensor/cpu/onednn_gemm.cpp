@@ -30,14 +30,11 @@ namespace phasor::cpu {
 namespace {
 
 // The library forced by PHASOR_GEMM or set_gemm_library, if any: -1 none (the
-// shape policy decides), else a GemmLibrary. Unset, OpenBLAS: the policy's
-// threshold and oneDNN's share of the shapes are not yet measured on a quiet
-// machine (docs/benchmarks.md), and the default keeps today's bits.
+// shape policy decides; the default), else a GemmLibrary.
 std::atomic<int>& forced() {
   static std::atomic<int> value = [] {
     const char* env = std::getenv("PHASOR_GEMM");
-    if (env == nullptr || *env == '\0') return static_cast<int>(GemmLibrary::OpenBLAS);
-    if (std::strcmp(env, "auto") == 0) return -1;
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return -1;
     if (std::strcmp(env, "openblas") == 0) return static_cast<int>(GemmLibrary::OpenBLAS);
     if (std::strcmp(env, "onednn") == 0) return static_cast<int>(GemmLibrary::OneDNN);
     throw std::invalid_argument("PHASOR_GEMM is '" + std::string(env) + "': expected auto, openblas or onednn");

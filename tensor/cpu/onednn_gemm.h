@@ -1,18 +1,19 @@
 #pragma once
-// float32 GEMMs on oneDNN's matmul primitive. At the model's shapes its
-// AVX-512 kernels were measured 1.2-1.9x faster than OpenBLAS's (issue #30's
-// table); the choice per shape is to be measured here on a quiet machine
-// (bench_core's BM_gemm_library) before it becomes the default, so for now
-// oneDNN runs only when asked. OpenBLAS (gemm.cpp) keeps float64, the complex
-// dtypes and whatever this declines.
+// float32 GEMMs on oneDNN's matmul primitive. At the model's shapes it runs
+// 1.6-2.1x faster than OpenBLAS on an AMD EPYC and 1.2-1.9x on an Intel Xeon
+// (bench_core's BM_gemm_library, docs/benchmarks.md "GEMM library per
+// shape"), so it takes
+// every float32 product from 2^16 multiply-adds up by default. OpenBLAS
+// (gemm.cpp) keeps the small products, float64, the complex dtypes and
+// whatever this declines.
 #include <optional>
 
 #include "tensor/backend.h"
 
 namespace phasor::cpu {
 
-// Which library runs a float32 GEMM: PHASOR_GEMM=openblas (the default, also
-// when unset) or onednn forces one; "auto" lets the shape decide
+// Which library runs a float32 GEMM: PHASOR_GEMM=openblas or onednn forces
+// one; "auto" (the default, also when unset) lets the shape decide
 // (onednn_gemm.cpp: oneDNN from 2^16 multiply-adds up).
 enum class GemmLibrary { OpenBLAS, OneDNN };
 
