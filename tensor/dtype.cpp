@@ -14,8 +14,14 @@ const char* dtype_name(DType t) {
     case DType::Float64: return "float64";
     case DType::Complex64: return "complex64";
     case DType::Complex128: return "complex128";
+    case DType::BFloat16: return "bfloat16";
   }
   return "invalid";
+}
+
+void fail_bfloat16(const char* op) {
+  if (!op) fail("not defined for dtype bfloat16, a storage dtype (convert with to(float32))");
+  fail(op, ": not defined for dtype bfloat16 (convert with to(float32))");
 }
 
 DType complex_dtype(DType t) {
@@ -28,13 +34,26 @@ DType complex_dtype(DType t) {
   }
 }
 
+namespace {
+// The order of the real dtypes in promotion (the enum's values are not: bfloat16 was appended).
+int real_rank(DType t) {
+  switch (t) {
+    case DType::Bool: return 0;
+    case DType::Int64: return 1;
+    case DType::BFloat16: return 2;
+    case DType::Float32: return 3;
+    default: return 4;  // Float64
+  }
+}
+}  // namespace
+
 DType promote(DType a, DType b) {
   if (a == b) return a;
   if (is_complex(a) || is_complex(b)) {
     const bool wide = a == DType::Float64 || b == DType::Float64 || a == DType::Complex128 || b == DType::Complex128;
     return wide ? DType::Complex128 : DType::Complex64;
   }
-  return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
+  return real_rank(a) > real_rank(b) ? a : b;
 }
 
 namespace {
@@ -45,6 +64,8 @@ const char* component_problem(double v, DType dtype) {
     if (!(v >= -0x1p63 && v < 0x1p63)) return "out of int64's range";  // infinities included
   } else if ((dtype == DType::Float32 || dtype == DType::Complex64) && std::isfinite(v) && std::abs(v) > FLT_MAX) {
     return "out of float32's range";
+  } else if (dtype == DType::BFloat16 && std::isfinite(v) && std::abs(v) > 0x1.fep127) {
+    return "out of bfloat16's range";  // its largest finite value (PyTorch's bound too)
   }
   return nullptr;
 }

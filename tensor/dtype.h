@@ -4,12 +4,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
+#include "tensor/bfloat16.h"
 #include "tensor/error.h"
 
 namespace phasor {
 
-enum class DType : uint8_t { Bool, Int64, Float32, Float64, Complex64, Complex128 };
+// New dtypes are appended: the values are stable (files and bindings may hold them).
+enum class DType : uint8_t { Bool, Int64, Float32, Float64, Complex64, Complex128, BFloat16 };
 
 using c64 = std::complex<float>;
 using c128 = std::complex<double>;
@@ -22,11 +25,21 @@ constexpr size_t itemsize(DType t) {
     case DType::Float64: return 8;
     case DType::Complex64: return 8;
     case DType::Complex128: return 16;
+    case DType::BFloat16: return 2;
   }
   return 0;
 }
 const char* dtype_name(DType t);
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+// bfloat16 is a storage dtype (tensor/bfloat16.h): tensors hold it, views,
+// copies, conversions and printing handle it, and every op that computes
+// refuses it with this message (is_floating and is_inexact leave it out).
+[[noreturn]] void fail_bfloat16(const char* op);  // op may be null (a kernel reached without a front-end's check)
+// Refuses `t` as the dtype an op named `op` computes in when it is bfloat16.
+inline void check_computes_in(DType t, const char* op) {
+  if (t == DType::BFloat16) fail_bfloat16(op);
+}
 
 constexpr bool is_complex(DType t) { return t == DType::Complex64 || t == DType::Complex128; }
 constexpr bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
@@ -39,8 +52,9 @@ constexpr DType real_dtype(DType t) {
 // float32 -> complex64, float64 -> complex128, complex types map to themselves.
 DType complex_dtype(DType t);
 
-// Type promotion as in NumPy/PyTorch: bool < int64 < float32 < float64, and
-// real -> complex keeping the wider precision (float64 with complex64 gives complex128).
+// Type promotion as in NumPy/PyTorch: bool < int64 < bfloat16 < float32 < float64, and
+// real -> complex keeping the wider precision (float64 with complex64 gives complex128,
+// bfloat16 with complex64 complex64).
 DType promote(DType a, DType b);
 
 // A scalar stored into an element of `dtype` (fill_, full, masked_fill):
@@ -58,6 +72,7 @@ template <> struct dtype_of_t<float> { static constexpr DType value = DType::Flo
 template <> struct dtype_of_t<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of_t<c64> { static constexpr DType value = DType::Complex64; };
 template <> struct dtype_of_t<c128> { static constexpr DType value = DType::Complex128; };
+template <> struct dtype_of_t<bf16> { static constexpr DType value = DType::BFloat16; };
 template <class T> constexpr DType dtype_of = dtype_of_t<T>::value;
 
 template <class T> struct is_complex_t : std::false_type {};
@@ -68,8 +83,21 @@ template <class T> struct real_of_t { using type = T; };
 template <class R> struct real_of_t<std::complex<R>> { using type = R; };
 template <class T> using real_of = typename real_of_t<T>::type;
 
+// One element of type S as a D, on the host: complex -> real keeps the real
+// part; bfloat16 converts through float32, both ways (as PyTorch's
+// c10::BFloat16, whose one constructor takes a float: a float64 rounds twice).
+template <class D, class S>
+D element_cast(S v) {
+  if constexpr (std::is_same_v<S, bf16>) return element_cast<D>(static_cast<float>(v));
+  else if constexpr (std::is_same_v<D, bf16>) return bf16(element_cast<float>(v));
+  else if constexpr (is_complex_v<S> && !is_complex_v<D>) return static_cast<D>(v.real());
+  else return static_cast<D>(v);
+}
+
 // Calls f.template operator()<T>() with the C++ type of `t`:
 //   dispatch(t, [&]<class T>() { ... });
+// bfloat16 is refused: the arithmetic kernels are not instantiated for it (an
+// op's front-end refuses it first, naming itself, with check_computes_in).
 template <class F>
 decltype(auto) dispatch(DType t, F&& f) {
   switch (t) {
@@ -79,8 +107,16 @@ decltype(auto) dispatch(DType t, F&& f) {
     case DType::Float64: return f.template operator()<double>();
     case DType::Complex64: return f.template operator()<c64>();
     case DType::Complex128: return f.template operator()<c128>();
+    case DType::BFloat16: fail_bfloat16(nullptr);
   }
   fail("dispatch: invalid dtype");
+}
+// As dispatch, bfloat16 included (as bf16): for code that moves, converts or
+// prints elements and does no arithmetic on them.
+template <class F>
+decltype(auto) dispatch_storage(DType t, F&& f) {
+  if (t == DType::BFloat16) return f.template operator()<bf16>();
+  return dispatch(t, std::forward<F>(f));
 }
 // The same over the inexact types only; `op` names the caller in the error.
 template <class F>
@@ -90,6 +126,7 @@ decltype(auto) dispatch_inexact(DType t, const char* op, F&& f) {
     case DType::Float64: return f.template operator()<double>();
     case DType::Complex64: return f.template operator()<c64>();
     case DType::Complex128: return f.template operator()<c128>();
+    case DType::BFloat16: fail_bfloat16(op);
     default: fail(op, ": not defined for dtype ", dtype_name(t));
   }
 }
@@ -98,6 +135,7 @@ decltype(auto) dispatch_floating(DType t, const char* op, F&& f) {
   switch (t) {
     case DType::Float32: return f.template operator()<float>();
     case DType::Float64: return f.template operator()<double>();
+    case DType::BFloat16: fail_bfloat16(op);
     default: fail(op, ": not defined for dtype ", dtype_name(t), " (real floating dtypes only)");
   }
 }

@@ -71,6 +71,7 @@ Tensor unaliased(const Tensor& src, const Tensor& dst) {
 Tensor unary(Unary op, const Tensor& x) {
   const Device device = op_device(name(op), x);
   const DType in = x.dtype();
+  check_computes_in(in, name(op));
   PHASOR_CHECK(in != DType::Bool, name(op), ": not defined for bool tensors");
   PHASOR_CHECK(!(is_complex(in) && complex_unsupported(op)), name(op), ": not defined for complex dtype ", in);
   // These keep integer dtypes; the others compute in float32 for integer input.
@@ -88,6 +89,7 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
   DType dt = promote(a.dtype(), b.dtype());
   if (dt == DType::Bool) dt = DType::Int64;
   if (needs_inexact(op) && !is_inexact(dt)) dt = DType::Float32;
+  check_computes_in(dt, name(op));
   const bool real_only = op == Binary::Maximum || op == Binary::Minimum || op == Binary::Atan2;
   PHASOR_CHECK(!(real_only && is_complex(dt)), name(op), ": not defined for complex dtype ", dt, " (inputs ",
                a.dtype(), " and ", b.dtype(), ")");
@@ -98,6 +100,7 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
 
 void binary_(Binary op, const Tensor& dst, const Tensor& src) {
   const Device device = op_device(name(op), dst, {src});
+  check_computes_in(dst.dtype(), name(op));
   PHASOR_CHECK(promote(dst.dtype(), src.dtype()) == dst.dtype(), name(op), "_: result dtype ",
                promote(dst.dtype(), src.dtype()), " cannot be stored in place in a ", dst.dtype(), " tensor");
   PHASOR_CHECK(dst.dtype() != DType::Bool, name(op), "_: not defined for bool tensors");
@@ -108,6 +111,7 @@ void binary_(Binary op, const Tensor& dst, const Tensor& src) {
 
 void axpy_(const Tensor& dst, const Tensor& src, double alpha) {
   const Device device = op_device("axpy_", dst, {src});
+  check_computes_in(dst.dtype(), "axpy_");
   PHASOR_CHECK(is_inexact(dst.dtype()), "axpy_: not defined for dtype ", dst.dtype());
   check_writable(dst, "axpy_");
   backend(device).axpy(dst, unaliased(operand(src, dst.dtype(), dst.shape(), device), dst), alpha);
@@ -118,6 +122,7 @@ Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
   const Device device = op_device("compare", a, {b});
   const Dims shape = broadcast_shapes(a.shape(), b.shape(), "compare");
   const DType dt = promote(a.dtype(), b.dtype());
+  check_computes_in(dt, "compare");
   PHASOR_CHECK(!is_complex(dt) || op == Compare::Eq || op == Compare::Ne,
                "compare: ordering comparisons are not defined for complex dtype ", dt);
   Tensor out = empty(shape, DType::Bool, device);
@@ -130,6 +135,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   PHASOR_CHECK(cond.dtype() == DType::Bool, "where: condition must be bool, got ", cond.dtype());
   const Dims shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
   const DType dt = promote(a.dtype(), b.dtype());
+  check_computes_in(dt, "where");
   Tensor out = empty(shape, dt, device);
   backend(device).where(out, operand(cond, DType::Bool, shape, device), operand(a, dt, shape, device), operand(b, dt, shape, device));
   return out;
@@ -160,6 +166,7 @@ Tensor complex(const Tensor& re, const Tensor& im) { return from_parts(re, im, f
 
 Tensor pow_scalar(const Tensor& x, double p) {
   const Device device = op_device("pow", x);
+  check_computes_in(x.dtype(), "pow");
   const DType dt = is_inexact(x.dtype()) ? x.dtype() : DType::Float32;
   Tensor out = empty(x.shape(), dt, device);
   backend(device).pow_scalar(out, to(x, dt), p);

@@ -14,6 +14,7 @@ void check_index(const Tensor& index, const char* op) {
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const Device device = op_device("index_select", x, {index});
   check_index(index, "index_select");
+  check_computes_in(x.dtype(), "index_select");
   PHASOR_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape ", index.shape());
   const int d = wrap_dim(dim, x.dim(), "index_select");
   const Tensor idx = contiguous(reshape(on_device(index, device), Dims{-1}));
@@ -29,6 +30,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   const Device device = op_device("index_add", x, {index, src});
   check_index(index, "index_add");
+  check_computes_in(x.dtype(), "index_add");
   const int d = wrap_dim(dim, x.dim(), "index_add");
   const Tensor idx = contiguous(reshape(on_device(index, device), Dims{-1}));
   PHASOR_CHECK(x.dim() > 0 || idx.numel() == 1, "index_add: the index into a 0-d tensor must have one value, got ", idx.numel());
@@ -44,6 +46,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const Device device = op_device("gather", x, {index});
   check_index(index, "gather");
+  check_computes_in(x.dtype(), "gather");
   const int d = wrap_dim(dim, x.dim(), "gather");
   PHASOR_CHECK(index.dim() == x.dim(), "gather: index rank ", index.dim(), " differs from input rank ", x.dim());
   // A 0-d x (dim 0 or -1 is x itself): the kernels address dims, so gather from its 1-d view.
@@ -59,6 +62,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor scatter_add(const Dims& shape, int64_t dim, const Tensor& index, const Tensor& src) {
   const Device device = op_device("scatter_add", src, {index});
   check_index(index, "scatter_add");
+  check_computes_in(src.dtype(), "scatter_add");
   const int d = wrap_dim(dim, shape.size(), "scatter_add");
   PHASOR_CHECK(index.shape() == src.shape(), "scatter_add: index shape ", index.shape(), " differs from source shape ", src.shape());
   PHASOR_CHECK(index.dim() == shape.size(), "scatter_add: index rank ", index.dim(), " differs from output rank ", shape.size());

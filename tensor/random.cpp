@@ -18,6 +18,7 @@ namespace {
 // draw real and imaginary parts as consecutive elements) and the stream position.
 template <class Fill>
 Tensor draw(const Dims& shape, DType dtype, Generator* gen, Device device, const char* op, Fill fill) {
+  check_computes_in(dtype, op);  // randomness draws in float32 or float64: convert after
   PHASOR_CHECK(is_inexact(dtype), op, ": expected a floating or complex dtype, got ", dtype);
   Generator& g = gen ? *gen : default_generator();
   Tensor out = empty(shape, dtype, device);

@@ -68,6 +68,7 @@ bool reduced_dims_lead(const Tensor& x, const ReducePlan& p) {
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const Device device = op_device("sum", x);
+  check_computes_in(x.dtype(), "sum");
   const ReducePlan p = plan_reduction(x, dims, keepdim, "sum");
   const DType dt = x.dtype() == DType::Bool ? DType::Int64 : x.dtype();
   Tensor out = empty(p.out_shape, dt, device);
@@ -78,6 +79,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_computes_in(x.dtype(), "mean");
   const ReducePlan p = plan_reduction(x, dims, keepdim, "mean");
   PHASOR_CHECK(is_inexact(x.dtype()), "mean: not defined for dtype ", x.dtype());
   Tensor s = sum(x, dims, keepdim);
@@ -89,6 +91,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 namespace {
 ValuesIndices extreme(const Tensor& x, int64_t dim, bool keepdim, bool want_max, const char* op) {
   const Device device = op_device(op, x);
+  check_computes_in(x.dtype(), op);
   PHASOR_CHECK(!x.is_complex(), op, ": not defined for complex dtype ", x.dtype());
   const int d = wrap_dim(dim, x.dim(), op);
   const ReducePlan p = plan_reduction(x, {d}, keepdim, op);
@@ -114,6 +117,7 @@ namespace {
 // dropped, for logsumexp).
 Tensor along_dim(const Tensor& x, int64_t dim, RowOp op, bool keepdim, const char* name) {
   const Device device = op_device(name, x);
+  check_computes_in(x.dtype(), name);
   const int d = wrap_dim(dim, x.dim(), name);
   PHASOR_CHECK(is_floating(x.dtype()), name, ": expected a real floating tensor, got ", x.dtype());
   const bool reduce = op == RowOp::LogSumExp;
@@ -139,6 +143,7 @@ Tensor softmax(const Tensor& x, int64_t dim) { return along_dim(x, dim, RowOp::S
 Tensor log_softmax(const Tensor& x, int64_t dim) { return along_dim(x, dim, RowOp::LogSoftmax, false, "log_softmax"); }
 
 Tensor norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_computes_in(x.dtype(), "norm");
   PHASOR_CHECK(is_inexact(x.dtype()), "norm: not defined for dtype ", x.dtype());
   const Tensor a = x.is_complex() ? unary(Unary::Abs, x) : x;
   return unary(Unary::Sqrt, sum(binary(Binary::Mul, a, a), dims, keepdim));
@@ -159,6 +164,7 @@ Tensor sum_to(const Tensor& grad, const Dims& shape) {
 
 bool all_finite(const Tensor& x) {
   const Device device = op_device("all_finite", x);
+  check_computes_in(x.dtype(), "all_finite");  // not "true": its values can be infinite or NaN
   if (!is_inexact(x.dtype())) return true;
   return backend(device).all_finite(contiguous(x.is_complex() ? view_as_real(x) : x));
 }

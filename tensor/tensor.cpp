@@ -95,6 +95,8 @@ Tensor arange(double start, double end, double step, DType dtype) {
     (void)checked_scalar(start, dtype, "arange");
     (void)checked_scalar(start + static_cast<double>(n - 1) * step, dtype, "arange");
   }
+  // bfloat16: the float32 values, rounded once (PyTorch computes them in float for bfloat16 too).
+  if (dtype == DType::BFloat16) return ops::to(arange(start, end, step, DType::Float32), dtype);
   Tensor t = empty(Dims{n}, dtype);
   dispatch(dtype, [&]<class T>() {
     T* p = t.data<T>();
@@ -141,6 +143,8 @@ void print_value(std::ostream& os, T v) {
     os << v.real() << (v.imag() < 0 || std::signbit(v.imag()) ? "-" : "+") << std::abs(v.imag()) << "i";
   } else if constexpr (std::is_same_v<T, bool>) {
     os << (v ? "true" : "false");
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    os << static_cast<float>(v);  // its value, exactly as float32 prints it
   } else {
     os << v;
   }
@@ -178,7 +182,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   os << "tensor(";
   std::ios_base::fmtflags flags(os.flags());
   os << std::setprecision(6);
-  dispatch(host.dtype(), [&]<class T>() {
+  dispatch_storage(host.dtype(), [&]<class T>() {
     const T* base = static_cast<const T*>(host.storage()->data());
     print_rec(os, base, host.shape(), host.strides(), 0, host.offset());
   });

@@ -172,14 +172,7 @@ T Tensor::item() const {
   PHASOR_CHECK(numel() == 1, "item(): tensor of shape ", shape(), " has ", numel(), " elements, not 1");
   if (!device().is_cpu()) return to_cpu(*this).item<T>();
   T out{};
-  dispatch(dtype(), [&]<class S>() {
-    const S v = *static_cast<const S*>(raw_data());
-    if constexpr (is_complex_v<S> && !is_complex_v<T>) {
-      out = static_cast<T>(v.real());
-    } else {
-      out = static_cast<T>(v);
-    }
-  });
+  dispatch_storage(dtype(), [&]<class S>() { out = element_cast<T>(*static_cast<const S*>(raw_data())); });
   return out;
 }
 
@@ -189,15 +182,9 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   const Tensor c = device().is_cpu() ? contiguous_copy(*this) : to_cpu(*this);
   std::vector<T> out(static_cast<size_t>(numel()));
-  dispatch(dtype(), [&]<class S>() {
+  dispatch_storage(dtype(), [&]<class S>() {
     const S* p = static_cast<const S*>(c.raw_data());
-    for (size_t i = 0; i < out.size(); ++i) {
-      if constexpr (is_complex_v<S> && !is_complex_v<T>) {
-        out[i] = static_cast<T>(p[i].real());
-      } else {
-        out[i] = static_cast<T>(p[i]);
-      }
-    }
+    for (size_t i = 0; i < out.size(); ++i) out[i] = element_cast<T>(p[i]);
   });
   return out;
 }

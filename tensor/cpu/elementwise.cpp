@@ -6,6 +6,7 @@
 
 #include "tensor/cpu/backend.h"
 #include "tensor/cpu/loop.h"
+#include "tensor/bfloat16.h"
 #include "tensor/random.h"
 #include "tensor/scalar_math.h"
 
@@ -16,15 +17,44 @@ using ops::Unary;
 using scalar::binary_value;
 using scalar::unary_value;
 
+namespace {
+// A conversion to or from bfloat16: unit-stride runs between float32 and
+// bfloat16 go to the bulk converters (tensor/bfloat16.h), the rest element by element.
+template <class D, class S>
+void convert_bf16(const Tensor& dst, const Tensor& src) {
+  constexpr bool bulk = std::is_same_v<D, bf16> ? std::is_same_v<S, float> : std::is_same_v<S, bf16> && std::is_same_v<D, float>;
+  if constexpr (std::is_same_v<D, S>) {
+    map<D, S>(dst, {src}, [](S v) { return v; });  // the bits as they are (a signalling NaN stays one)
+  } else if constexpr (!bulk) {
+    map<D, S>(dst, {src}, [](S v) { return element_cast<D>(v); });
+  } else {
+    run(strided_plan<2>(dst, {src}), [](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+      if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
+        if constexpr (std::is_same_v<D, bf16>) float_to_bf16(reinterpret_cast<const float*>(p[1]), reinterpret_cast<bf16*>(p[0]), n);
+        else bf16_to_float(reinterpret_cast<const bf16*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          *reinterpret_cast<D*>(p[0] + i * s[0]) = element_cast<D>(*reinterpret_cast<const S*>(p[1] + i * s[1]));
+      }
+    });
+  }
+}
+}  // namespace
+
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
-  dispatch(dst.dtype(), [&]<class D>() {
-    dispatch(src.dtype(), [&]<class S>() { map<D, S>(dst, {src}, [](S v) { return scalar::convert<D>(v); }); });
+  dispatch_storage(dst.dtype(), [&]<class D>() {
+    dispatch_storage(src.dtype(), [&]<class S>() {
+      if constexpr (std::is_same_v<D, bf16> || std::is_same_v<S, bf16>) convert_bf16<D, S>(dst, src);
+      else map<D, S>(dst, {src}, [](S v) { return scalar::convert<D>(v); });
+    });
   });
 }
 
 void CpuBackend::fill(const Tensor& dst, c128 value) {
-  dispatch(dst.dtype(), [&]<class T>() {
-    const T v = scalar::convert<T>(value);
+  dispatch_storage(dst.dtype(), [&]<class T>() {
+    T v;
+    if constexpr (std::is_same_v<T, bf16>) v = element_cast<bf16>(value);
+    else v = scalar::convert<T>(value);
     map<T>(dst, {}, [v]() { return v; });
   });
 }
