@@ -18,6 +18,7 @@ const char* safetensors_dtype(DType t) {
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
     case DType::Complex64: return "C64";
+    case DType::BFloat16: return "BF16";  // the bits, little-endian, as PyTorch's safetensors writes them
     case DType::Complex128: break;
   }
   fail("safetensors: dtype ", t, " has no safetensors equivalent");
@@ -29,7 +30,8 @@ DType phasor_dtype(const std::string& s, const std::string& file, const std::str
   if (s == "I64") return DType::Int64;
   if (s == "BOOL") return DType::Bool;
   if (s == "C64") return DType::Complex64;
-  fail(file, ": tensor '", name, "' has dtype ", s, ", which Phasor does not load (F32, F64, I64, BOOL, C64)");
+  if (s == "BF16") return DType::BFloat16;
+  fail(file, ": tensor '", name, "' has dtype ", s, ", which Phasor does not load (F32, F64, I64, BOOL, C64, BF16)");
 }
 }  // namespace
 

@@ -310,6 +310,9 @@ TEST_CASE("S19 model file: a tensor of the wrong shape or dtype") {
   nn::StateDict wrong_dtype = tensors;
   wrong_dtype.begin()->second = wrong_dtype.begin()->second.to(DType::Float64);
   check_model_refused(model_bytes(wrong_dtype, meta), "a Phasor model stores F32");
+  // BF16 loads as a tensor (nn/checkpoint.cpp), but a model holds F32 only.
+  wrong_dtype.begin()->second = tensors.begin()->second.to(DType::BFloat16);
+  check_model_refused(model_bytes(wrong_dtype, meta), "is bfloat16; a Phasor model stores F32", true);
 }
 
 TEST_CASE("S20 model file: weights holding NaN or Inf") {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/checkpoint.h"
+#include "nn/safetensors.h"
 #include "phasor.h"
 #include "tests/helpers.h"
 
@@ -250,6 +252,39 @@ TEST_CASE("bf16: creation, views, copies and printing") {
   const std::string shown = bf16_from_bits({0x3fc0, 0xc020, 0x4049}, {3}).to_string();
   CHECK_MESSAGE(contains(shown, "[1.5, -2.5, 3.14062]"), shown);
   CHECK_MESSAGE(contains(shown, "dtype=bfloat16"), shown);
+}
+
+TEST_CASE("bf16: safetensors BF16 holds the bits little-endian, and reads back what it wrote") {
+  const std::vector<uint16_t> bits = {0x3f80, 0xc020, 0x7f80, 0xffc1, 0x0001, 0x8000};
+  const Tensor b = bf16_from_bits(bits, {2, 3});
+  const nn::StateDict tensors{{"w", b}, {"wt", b.transpose(0, 1)}};
+  const safetensors::Contents c = nn::to_contents(tensors, {});
+  // The bytes the format prescribes (little-endian, row-major), written out by hand.
+  auto le = [](const std::vector<uint16_t>& v) {
+    std::string s;
+    for (uint16_t x : v) s += {static_cast<char>(x & 0xff), static_cast<char>(x >> 8)};
+    return s;
+  };
+  for (const auto& [name, r] : c.tensors) {
+    CAPTURE(name);
+    CHECK(r.dtype == "BF16");
+    if (name == "w") {
+      CHECK(r.shape == std::vector<int64_t>{2, 3});
+      CHECK(r.bytes == le(bits));
+    } else {
+      CHECK(r.shape == std::vector<int64_t>{3, 2});
+      CHECK(r.bytes == le({0x3f80, 0xffc1, 0xc020, 0x0001, 0x7f80, 0x8000}));
+    }
+  }
+  const std::string file = (scratch_root("test_bfloat16", true) / "bf16.safetensors").string();
+  nn::save_tensors(file, tensors);
+  CHECK(contains(read_bytes(file), "\"dtype\":\"BF16\""));
+  const nn::StateDict back = nn::load_tensors(file);
+  REQUIRE(back.size() == 2);
+  CHECK(back.at("w").dtype() == DType::BFloat16);
+  CHECK(back.at("w").shape() == Dims{2, 3});
+  CHECK(bits_of(back.at("w")) == bits);  // a NaN's payload included
+  CHECK(bits_of(back.at("wt")) == bits_of(b.transpose(0, 1)));
 }
 
 TEST_CASE("bf16: ops that compute refuse it with one line naming the op and the way out") {
