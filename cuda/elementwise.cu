@@ -71,6 +71,17 @@ template <class D, class S>
 struct Convert {
   __device__ D operator()(S v) const { return scalar::convert<D>(v); }
 };
+// bfloat16, a storage dtype: converted through float32 as on the CPU
+// (element_cast, tensor/dtype.h), so both give the same bits; a bfloat16 ->
+// bfloat16 copy moves the bits (a signalling NaN stays one).
+template <class D, class S>
+struct ConvertBf16 {
+  __device__ D operator()(S v) const {
+    if constexpr (std::is_same_v<D, S>) return v;
+    else if constexpr (std::is_same_v<S, bf16>) return scalar::convert<D>(static_cast<float>(v));
+    else return bf16(scalar::convert<float>(v));
+  }
+};
 template <class T>
 struct UnaryFn {
   ops::Unary op;  // chosen at run time: a uniform branch
@@ -152,13 +163,29 @@ __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, scalar::Ad
 
 }  // namespace
 
+namespace {
+// dispatch_dev, bfloat16 included: for the kernels that only move or convert elements.
+template <class F>
+void dispatch_dev_storage(DType t, const char* op, F&& f) {
+  if (t == DType::BFloat16) f.template operator()<bf16>();
+  else dispatch_dev(t, op, f);
+}
+}  // namespace
+
 void launch_copy(DType dst, DType src, const Strided<2>& g) {
-  dispatch_dev(dst, "copy_", [&]<class D>() {
-    dispatch_dev(src, "copy_", [&]<class S>() { apply<D, S>(g, Convert<D, S>{}, "copy_"); });
+  dispatch_dev_storage(dst, "copy_", [&]<class D>() {
+    dispatch_dev_storage(src, "copy_", [&]<class S>() {
+      if constexpr (std::is_same_v<D, bf16> || std::is_same_v<S, bf16>) apply<D, S>(g, ConvertBf16<D, S>{}, "copy_");
+      else apply<D, S>(g, Convert<D, S>{}, "copy_");
+    });
   });
 }
 
 void launch_fill(DType dst, c128 value, const Strided<1>& g) {
+  if (dst == DType::BFloat16) {  // the CPU's value: the real part, to float32, then rounded
+    run(g, FillFn<bf16>{bf16(static_cast<float>(value.real()))}, "fill_");
+    return;
+  }
   dispatch_dev(dst, "fill_", [&]<class T>() {
     run(g, FillFn<T>{scalar::convert<T>(dev_t<c128>(value.real(), value.imag()))}, "fill_");
   });

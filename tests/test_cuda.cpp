@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -231,6 +232,37 @@ TEST_CASE("cuda: copy_ converts every dtype to every dtype, with broadcasting an
     ops::fill_(ops::transpose(g, 0, 1), value);
     expect_close(r, g, 0, 0, std::string("fill_ ") + dtype_name(dt));
   }
+}
+
+TEST_CASE("cuda: bfloat16 moves both ways as bytes, converts and fills with the CPU's bits") {
+  // bits of a bfloat16 tensor, read on the CPU
+  auto bits = [](const Tensor& t) {
+    const Tensor c = ops::contiguous(to_cpu(t));
+    REQUIRE(c.dtype() == DType::BFloat16);
+    std::vector<uint16_t> out(static_cast<size_t>(c.numel()));
+    if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size() * 2);
+    return out;
+  };
+  const std::vector<uint16_t> raw = {0x3f80, 0x7f81, 0xc020, 0x0001, 0x8000, 0xff80};  // a signalling NaN among them
+  const Tensor b = from_blob(raw.data(), {2, 3}, DType::BFloat16);
+  CHECK(bits(on_gpu(b)) == raw);
+  CHECK(bits(ops::contiguous(ops::transpose(on_gpu(b), 0, 1))) == bits(ops::contiguous(ops::transpose(b, 0, 1))));
+  for (DType dt : kAll)
+    for (Layout l : kLayouts) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(layout_name(l));
+      const Tensor x = rnd({4, 5}, dt);
+      CHECK(bits(ops::to(layout(on_gpu(x), l), DType::BFloat16)) == bits(ops::to(layout(x, l), DType::BFloat16)));
+      const Tensor h = ops::to(x, DType::BFloat16);
+      expect_close(ops::to(layout(h, l), dt), ops::to(layout(on_gpu(h), l), dt), 0, 0, std::string("bfloat16 -> ") + dtype_name(dt));
+    }
+  Tensor r = zeros({3, 4}, DType::BFloat16), g = zeros({3, 4}, DType::BFloat16, G);
+  ops::fill_(ops::transpose(r, 0, 1), 1.0 + 0x1p-8 + 0x1p-7);  // a tie, rounded to even: 1 + 2^-6
+  ops::fill_(ops::transpose(g, 0, 1), 1.0 + 0x1p-8 + 0x1p-7);
+  CHECK(bits(g) == bits(r));
+  CHECK(bits(r)[0] == 0x3f82);
+  // What computes is refused as on the CPU.
+  CHECK_THROWS_WITH_AS(ops::binary(ops::Binary::Add, g, g), "add: not defined for dtype bfloat16 (convert with to(float32))", Error);
 }
 
 TEST_CASE("cuda: every unary op, every dtype, every layout") {
