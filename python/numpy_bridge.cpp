@@ -23,6 +23,9 @@ std::string buffer_format(DType dtype) {
     case DType::Float64: return py::format_descriptor<double>::format();
     case DType::Complex64: return py::format_descriptor<c64>::format();
     case DType::Complex128: return py::format_descriptor<c128>::format();
+    case DType::BFloat16:
+      fail("a bfloat16 tensor has no NumPy view (NumPy has no bfloat16): use t.bits() for a uint16 array sharing "
+           "its memory (phasor.from_bits() goes back), or t.to(phasor.float32) for a converted copy");
   }
   fail("unknown dtype");
 }
@@ -130,6 +133,28 @@ py::buffer_info tensor_buffer(const Tensor& t) {
                          /*readonly=*/t.requires_grad());
 }
 
+namespace {
+// The Tensor type's buffer slot: pybind11's, after the refusals of
+// tensor_buffer (a bfloat16 tensor, one on a GPU) turned into a BufferError.
+// Thrown inside pybind11's own slot, a C function, they would abort the
+// process; NumPy clears the error and falls back to __array__, whose
+// phasor.Error carries the same message.
+extern "C" int tensor_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
+  try {
+    (void)tensor_buffer(py::handle(obj).cast<const Tensor&>());
+  } catch (const std::exception& e) {
+    if (view) view->obj = nullptr;
+    PyErr_SetString(PyExc_BufferError, e.what());
+    return -1;
+  }
+  return py::detail::pybind11_getbuffer(obj, view, flags);
+}
+}  // namespace
+
+void install_buffer_refusals(py::handle tensor_type) {
+  reinterpret_cast<PyTypeObject*>(tensor_type.ptr())->tp_as_buffer->bf_getbuffer = tensor_getbuffer;
+}
+
 py::array tensor_to_numpy(const Tensor& t, py::handle owner) {
   const py::buffer_info info = tensor_buffer(t);
   py::array a(py::dtype(info), info.shape, info.strides, info.ptr, owner);
@@ -137,7 +162,11 @@ py::array tensor_to_numpy(const Tensor& t, py::handle owner) {
   return a;
 }
 
-Tensor tensor_from_buffer(const py::buffer& b) {
+namespace {
+// A tensor over the buffer's memory: of the dtype its format says, or, for
+// from_bits (bf16_bits), bfloat16 over an array of uint16. `who` names the
+// caller in the messages.
+Tensor tensor_over_buffer(const py::buffer& b, bool bf16_bits, const char* who) {
   auto view = std::make_unique<Py_buffer>();
   if (PyObject_GetBuffer(b.ptr(), view.get(), PyBUF_RECORDS) != 0) {
     py::error_already_set refused;  // the exporter's own reason, unless the buffer is merely read-only
@@ -145,8 +174,8 @@ Tensor tensor_from_buffer(const py::buffer& b) {
     if (PyObject_GetBuffer(b.ptr(), &probe, PyBUF_RECORDS_RO) == 0) {
       const bool read_only = probe.readonly;
       PyBuffer_Release(&probe);
-      PHASOR_CHECK(!read_only, "phasor.Tensor: the array is read-only, and a tensor would write to its memory: "
-                               "use phasor.tensor() for a copy");
+      PHASOR_CHECK(!read_only, who, ": the array is read-only, and a tensor would write to its memory: ",
+                   bf16_bits ? "copy it first (a.copy())" : "use phasor.tensor() for a copy");
     } else {
       PyErr_Clear();
     }
@@ -155,15 +184,21 @@ Tensor tensor_from_buffer(const py::buffer& b) {
   // From here the buffer is held, and released with the storage (or on a refusal below).
   const Py_buffer& v = *view;
   std::shared_ptr<void> owner = pin(std::move(view));
-  const DType dtype = dtype_of_format(v.format ? v.format : "B", v.itemsize);
-  PHASOR_CHECK(reinterpret_cast<uintptr_t>(v.buf) % alignment(dtype) == 0, "phasor.Tensor: the array's memory is not aligned to ",
+  std::string format = v.format ? v.format : "B";
+  if (bf16_bits) {
+    if (!format.empty() && (format[0] == '<' || format[0] == '=' || format[0] == '@')) format.erase(0, 1);
+    PHASOR_CHECK(format == "H" && v.itemsize == 2, who, ": expected an array of uint16 (bfloat16 bits), got format '", format,
+                 "' (item size ", v.itemsize, ")");
+  }
+  const DType dtype = bf16_bits ? DType::BFloat16 : dtype_of_format(format, v.itemsize);
+  PHASOR_CHECK(reinterpret_cast<uintptr_t>(v.buf) % alignment(dtype) == 0, who, ": the array's memory is not aligned to ",
                alignment(dtype), " bytes, as ", dtype, " elements need: use phasor.tensor() for a copy");
   Dims shape, strides;
   py::ssize_t contiguous = v.itemsize;  // the C-order stride, for an exporter that gives none
   for (int d = v.ndim - 1; d >= 0; --d) {
     const py::ssize_t stride = v.strides ? v.strides[d] : contiguous;
     contiguous *= v.shape[d];
-    PHASOR_CHECK(stride >= 0 && stride % v.itemsize == 0, "phasor.Tensor: stride ", stride, " bytes of dimension ", d,
+    PHASOR_CHECK(stride >= 0 && stride % v.itemsize == 0, who, ": stride ", stride, " bytes of dimension ", d,
                  " is negative or not a multiple of the item size ", v.itemsize, ": use phasor.tensor() for a copy");
     shape.insert(0, v.shape[d]);
     strides.insert(0, stride / v.itemsize);
@@ -172,6 +207,24 @@ Tensor tensor_from_buffer(const py::buffer& b) {
   Tensor t = from_external(v.buf, shape, strides, dtype, std::move(owner));
   t.storage()->share_version(version);
   return t;
+}
+}  // namespace
+
+Tensor tensor_from_buffer(const py::buffer& b) { return tensor_over_buffer(b, false, "phasor.Tensor"); }
+
+Tensor tensor_from_bits(const py::buffer& b) { return tensor_over_buffer(b, true, "phasor.from_bits"); }
+
+py::array tensor_bits(const Tensor& t, py::handle owner) {
+  PHASOR_CHECK(t.dtype() == DType::BFloat16, "bits(): the tensor is ", t.dtype(), ", not bfloat16");
+  PHASOR_CHECK(t.device().is_cpu(), "bits(): a tensor on ", t.device(), " has no NumPy view: copy it to the CPU first (to('cpu'))");
+  std::vector<py::ssize_t> shape, strides;
+  for (int d = 0; d < t.dim(); ++d) {
+    shape.push_back(t.size(d));
+    strides.push_back(t.stride(d) * 2);
+  }
+  py::array a(py::dtype::of<uint16_t>(), shape, strides, t.raw_data(), owner);
+  if (t.requires_grad()) a.attr("flags").attr("writeable") = false;  // as tensor_to_numpy: autograd would not see a write
+  return a;
 }
 
 Tensor tensor_copy(const py::object& data) {

@@ -18,6 +18,10 @@ pybind11::buffer_info tensor_buffer(const Tensor& t);
 // the same rule: read-only when the tensor requires grad.
 pybind11::array tensor_to_numpy(const Tensor& t, pybind11::handle owner);
 
+// Makes the buffer protocol (memoryview(t), np.asarray(t)) refuse what
+// tensor_buffer refuses with a BufferError, not an abort.
+void install_buffer_refusals(pybind11::handle tensor_type);
+
 // A tensor over the buffer's memory, without a copy. The tensor holds the
 // buffer view itself (a Py_buffer of `b`, released when its storage goes), so
 // the exporter can neither free nor resize the memory meanwhile (array.array,
@@ -27,6 +31,11 @@ pybind11::array tensor_to_numpy(const Tensor& t, pybind11::handle owner);
 // a read-only buffer, a dtype other than the six, or strides that are negative
 // or not a multiple of the item size: phasor.tensor() copies those.
 Tensor tensor_from_buffer(const pybind11::buffer& b);
+
+// bfloat16, which NumPy lacks, as its bits: a uint16 array over a bfloat16
+// tensor's memory, and a bfloat16 tensor over a uint16 array's.
+pybind11::array tensor_bits(const Tensor& t, pybind11::handle owner);
+Tensor tensor_from_bits(const pybind11::buffer& b);
 
 // A copy of any array-like NumPy can read (nested lists too), in its own
 // memory: integers become int64 (OverflowError past its range), float16

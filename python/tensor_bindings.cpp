@@ -111,6 +111,7 @@ void bind_tensor(py::module_& m) {
       .value("float64", DType::Float64)
       .value("complex64", DType::Complex64)
       .value("complex128", DType::Complex128)
+      .value("bfloat16", DType::BFloat16)  // storage only: NumPy has none (see bits() and from_bits())
       .export_values();
 
   py::class_<Tensor> tensor(m, "Tensor", py::buffer_protocol(), R"(An n-dimensional array with autograd.
@@ -191,7 +192,13 @@ into values a graph has saved (including via t.detach().numpy()).)");
              return t;
            }, "value"_a)
       .def("item", &item)
-      .def("tolist", [](py::object self) { return tensor_to_numpy(self.cast<const Tensor&>(), self).attr("tolist")(); })
+      .def("tolist", [](py::object self) {
+             const Tensor& t = self.cast<const Tensor&>();
+             if (t.dtype() == DType::BFloat16) return tensor_to_numpy(to(t, DType::Float32), py::handle()).attr("tolist")();
+             return tensor_to_numpy(t, self).attr("tolist")();
+           })
+      .def("bits", [](py::object self) { return tensor_bits(self.cast<const Tensor&>(), self); },
+           "a bfloat16 tensor's memory as a NumPy uint16 array (NumPy has no bfloat16): the same memory, writes seen both ways")
       .def("to", [](const Tensor& t, DType d) { return to(t, d); }, "dtype"_a)
       .def("clone", [](const Tensor& t) { return clone(t); })
       .def("contiguous", [](const Tensor& t) { return contiguous(t); })
@@ -250,7 +257,11 @@ into values a graph has saved (including via t.detach().numpy()).)");
   m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0);
   m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0);
 
+  install_buffer_refusals(tensor);  // after def_buffer, which set the slot
+
   // Creation.
+  m.def("from_bits", &tensor_from_bits, "bits"_a,
+        "a bfloat16 tensor over a uint16 array's memory (its bits, as t.bits() gives them), without a copy");
   m.def("from_numpy", &tensor_from_buffer, "array"_a, "a tensor sharing the array's memory (as phasor.Tensor(array))");
   m.def("tensor", [](const py::object& data, std::optional<DType> dtype) {
           const Tensor t = tensor_copy(data);
