@@ -390,6 +390,7 @@ inline torch::ScalarType torch_dtype(DType d) {
     case DType::Float64: return torch::kDouble;
     case DType::Complex64: return torch::kComplexFloat;
     case DType::Complex128: return torch::kComplexDouble;
+    case DType::BFloat16: return torch::kBFloat16;
   }
   return torch::kFloat;
 }
