@@ -123,14 +123,14 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean) {
   ops::CrossEntropyResult r = ops::cross_entropy(logits, targets, ignore_index, mean);
-  const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(r.count, 1)) : 1.0;
+  const Tensor count = mean ? r.count : Tensor();  // a device scalar: the backward reads nothing on the host
   return record("cross_entropy", r.loss, {logits},
                 [sl = SavedTensor(logits), st = SavedTensor(targets), slse = SavedTensor(r.logsumexp), ignore_index,
-                 scale, mean](const Tensor& g) -> Grads {
+                 count, mean](const Tensor& g) -> Grads {
                   if (create_graph())
                     return reference_backward([&](const std::vector<Tensor>& in) { return cross_entropy_reference(in[0], st.get(), ignore_index, mean); },
                                               {sl.get()}, g);
-                  return {ops::cross_entropy_backward(g.item<double>(), sl.get(), st.get(), slse.get(), ignore_index, scale)};
+                  return {ops::cross_entropy_backward(g, sl.get(), st.get(), slse.get(), ignore_index, count)};
                 });
 }
 

@@ -3,9 +3,9 @@
 // allocation, operand layout) into raw device pointers and launch geometry,
 // and calls a launcher of cuda/kernels.h. Nothing here re-checks what the
 // front-ends checked; index values, which only a kernel reads, are validated
-// on the host with the messages of tensor/backend.h.
-#include <map>
-
+// by a kernel too (launch_check_indices), and a bad one raised at the next
+// synchronisation with the message of tensor/backend.h: no op here reads
+// device memory on the host.
 #include "cuda/kernels.h"
 #include "cuda/runtime.h"
 #include "tensor/backend.h"
@@ -37,40 +37,6 @@ Strided<N> geometry(const Tensor& out, const std::array<Tensor, N - 1>& ins) {
   for (int i = 0; i < N; ++i) g.base[i] = plan.base[i];
   return g;
 }
-
-// The values of an index tensor, on the host (one synchronisation).
-std::vector<int64_t> host_indices(const Tensor& index) { return index.to_vector<int64_t>(); }
-void check_rows(const char* op, const std::vector<int64_t>& index, int dim, int64_t n) {
-  for (int64_t k : index)
-    if (k < 0 || k >= n) index_out_of_range(op, k, dim, n);
-}
-
-// Ordered segments: positions grouped by target, each group in increasing
-// position order (the CPU kernels' summation order), for deterministic sums.
-struct Segments {
-  std::vector<int64_t> target, start, list;
-};
-Segments group_by_target(const std::vector<int64_t>& targets) {
-  std::map<int64_t, std::vector<int64_t>> groups;
-  for (size_t i = 0; i < targets.size(); ++i) groups[targets[i]].push_back(static_cast<int64_t>(i));
-  Segments s;
-  s.start.push_back(0);
-  for (auto& [t, positions] : groups) {
-    s.target.push_back(t);
-    s.list.insert(s.list.end(), positions.begin(), positions.end());
-    s.start.push_back(static_cast<int64_t>(s.list.size()));
-  }
-  return s;
-}
-struct DeviceSegments {
-  Tensor target, start, list;
-  int64_t count;
-  explicit DeviceSegments(const Segments& s)
-      : target(ops::to_device(from_vector(s.target), kGpu)),
-        start(ops::to_device(from_vector(s.start), kGpu)),
-        list(ops::to_device(from_vector(s.list), kGpu)),
-        count(static_cast<int64_t>(s.target.size())) {}
-};
 
 class CudaBackend final : public Backend {
  public:
@@ -131,7 +97,7 @@ class CudaBackend final : public Backend {
 
   void index_select(const Tensor& out, const Tensor& x, const Tensor& index, int dim) override {
     const AroundDim s = around_dim(x.shape(), dim);
-    check_rows("index_select", host_indices(index), dim, s.n);
+    launch_check_indices(index.data<int64_t>(), index.numel(), s.n, IndexOp::IndexSelect, dim);
     launch_index_select(x.raw_data(), index.data<int64_t>(), out.raw_data(), s.outer, s.n, index.numel(),
                         s.inner * static_cast<int64_t>(itemsize(x.dtype())));
   }
@@ -139,28 +105,26 @@ class CudaBackend final : public Backend {
   void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int dim) override {
     const AroundDim s = around_dim(src.shape(), dim);
     const int64_t n = out.size(dim);
-    const std::vector<int64_t> rows = host_indices(index);
-    check_rows("index_add", rows, dim, n);
-    const DeviceSegments seg(group_by_target(rows));
-    launch_segment_add(out.dtype(), out.raw_data(), src.raw_data(), seg.target.data<int64_t>(), seg.start.data<int64_t>(),
-                       seg.list.data<int64_t>(), seg.count, s.outer, s.inner, n, index.numel());
+    launch_check_indices(index.data<int64_t>(), index.numel(), n, IndexOp::IndexAdd, dim);
+    const TargetGroups groups(index.data<int64_t>(), index.numel(), n);
+    launch_segment_add(out.dtype(), out.raw_data(), src.raw_data(), groups, s.outer, s.inner, n, index.numel());
   }
 
   void gather(const Tensor& out, const Tensor& x, const Tensor& index, int dim) override {
     const Dims xs = contiguous_strides(x.shape());
-    for_each_indexed_offset("gather", host_indices(index).data(), index.shape(), xs, dim, x.size(dim), [](int64_t, int64_t) {});
+    launch_check_indices(index.data<int64_t>(), index.numel(), x.size(dim), IndexOp::Gather, dim);
     launch_gather(static_cast<int64_t>(itemsize(x.dtype())), x.raw_data(), index.data<int64_t>(), out.raw_data(), index.dim(),
-                  index.shape().begin(), xs.begin(), dim, index.numel());
+                  index.shape().begin(), xs.begin(), dim, x.size(dim), index.numel());
   }
 
   void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, int dim) override {
-    // The flat output offset of every source element, in the CPU kernel's order.
-    std::vector<int64_t> targets(static_cast<size_t>(index.numel()));
-    for_each_indexed_offset("scatter_add", host_indices(index).data(), index.shape(), contiguous_strides(out.shape()), dim, out.size(dim),
-                            [&](int64_t e, int64_t off) { targets[e] = off; });
-    const DeviceSegments seg(group_by_target(targets));
-    launch_segment_add(src.dtype(), out.raw_data(), src.raw_data(), seg.target.data<int64_t>(), seg.start.data<int64_t>(),
-                       seg.list.data<int64_t>(), seg.count, 1, 1, out.numel(), src.numel());
+    // The flat output offset of every source element, grouped in the CPU kernel's order.
+    launch_check_indices(index.data<int64_t>(), index.numel(), out.size(dim), IndexOp::ScatterAdd, dim);
+    const Buffer offsets(static_cast<size_t>(std::max<int64_t>(index.numel(), 1)) * sizeof(int64_t));
+    launch_scatter_offsets(index.data<int64_t>(), index.dim(), index.shape().begin(), contiguous_strides(out.shape()).begin(), dim, out.size(dim),
+                           index.numel(), offsets.as<int64_t>());
+    const TargetGroups groups(offsets.as<int64_t>(), index.numel(), out.numel());
+    launch_segment_add(src.dtype(), out.raw_data(), src.raw_data(), groups, 1, 1, out.numel(), src.numel());
   }
 
   // ---------------------------------------------------------------- fused ops (cuda/kernels.h)

@@ -85,6 +85,10 @@ struct MaxOp {
   template <class T>
   __device__ T operator()(T a, T b) const { return b > a ? b : a; }
 };
+struct MinOp {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return b < a ? b : a; }
+};
 
 // The reduction of v over the block, returned to every thread. Two calls with
 // the same T and Op share s: a barrier must separate them.

@@ -101,24 +101,44 @@ __global__ void cross_entropy_kernel(const T* logits, const int64_t* targets, T*
     const double lse = static_cast<double>(m) + ::cuda::std::log(s);
     lse_out[row] = static_cast<T>(lse);
     const int64_t t = targets[row];
-    row_loss[row] = t == ignore ? 0.0 : lse - static_cast<double>(r[t]);
+    // A target out of range counts nothing here; check_indices_kernel reports it.
+    row_loss[row] = t == ignore || t < 0 || t >= v ? 0.0 : lse - static_cast<double>(r[t]);
   }
 }
+// The loss and the count of rows it covers (targets in [0, v), not ignored),
+// on the device: a mean over none is 0/0 (NaN), a sum over none 0.
 template <class T>
-__global__ void sum_loss_kernel(const double* row_loss, int64_t rows, double denom, T* loss) {
+__global__ void sum_loss_kernel(const double* row_loss, const int64_t* targets, int64_t rows, int64_t v, int64_t ignore, bool mean, T* loss,
+                                double* count) {
   double acc = 0;
-  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) acc += row_loss[i];
+  int64_t counted = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    acc += row_loss[i];
+    counted += targets[i] != ignore && targets[i] >= 0 && targets[i] < v;
+  }
   acc = block_sum(acc);
-  if (threadIdx.x == 0) *loss = static_cast<T>(acc / denom);
+  counted = block_sum(counted);
+  if (threadIdx.x == 0) {
+    const double denom = mean ? static_cast<double>(counted > 1 ? counted : 1) : 1.0;
+    *loss = counted ? static_cast<T>(acc / denom) : mean ? ::cuda::std::numeric_limits<T>::quiet_NaN() : T(0);
+    *count = static_cast<double>(counted);
+  }
+}
+// grad / count (a mean; count null: a sum), in double as the CPU computes it, then in T.
+template <class T>
+__device__ inline T loss_grad(const double* grad, const double* count) {
+  const double scale = count ? 1.0 / (*count > 1.0 ? *count : 1.0) : 1.0;
+  return static_cast<T>(*grad * scale);
 }
 template <class T>
 __global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* targets, const T* lse, T* d, int64_t rows, int64_t v,
-                                              int64_t ignore, T g) {
+                                              int64_t ignore, const double* grad, const double* count) {
+  const T g = loss_grad<T>(grad, count);
   const int64_t total = rows * v;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
     const int64_t i = e / v, j = e % v, t = targets[i];
-    if (t == ignore) {
+    if (t == ignore || t < 0 || t >= v) {
       d[e] = T(0);
       continue;
     }
@@ -375,9 +395,11 @@ void launch_rms_norm_backward(DType t, const void* g, const void* x, const void*
   });
 }
 
-// Per-row logsumexp, and the loss (sum over rows with target != ignore_index, divided by `denom`).
-void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, void* lse, void* loss, int64_t rows, int64_t v,
-                          int64_t ignore_index, double denom) {
+// Per-row logsumexp, the loss (sum over rows with target != ignore_index, a
+// mean divided by their count) and the count, with the targets checked on the device.
+void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, void* lse, void* loss, double* count, int64_t rows, int64_t v,
+                          int64_t ignore_index, bool mean) {
+  launch_check_indices(targets, rows, v, IndexOp::CrossEntropy, 0, &ignore_index);
   dispatch_real(t, "cross_entropy", [&]<class T>() {
     Buffer row_loss(static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(double));
     if (rows > 0) {
@@ -385,17 +407,18 @@ void launch_cross_entropy(DType t, const void* logits, const int64_t* targets, v
           static_cast<const T*>(logits), targets, static_cast<T*>(lse), row_loss.as<double>(), v, ignore_index);
       check_launch("cross_entropy");
     }
-    PHASOR_LAUNCH(1, 1024, 0, stream(), sum_loss_kernel<T>)(row_loss.as<double>(), rows, denom, static_cast<T*>(loss));
+    PHASOR_LAUNCH(1, 1024, 0, stream(), sum_loss_kernel<T>)(row_loss.as<double>(), targets, rows, v, ignore_index, mean, static_cast<T*>(loss),
+                                                            count);
     check_launch("cross_entropy");
   });
 }
 
 void launch_cross_entropy_backward(DType t, const void* logits, const int64_t* targets, const void* lse, void* d, int64_t rows, int64_t v,
-                                   int64_t ignore_index, double g) {
+                                   int64_t ignore_index, const double* grad, const double* count) {
   if (rows * v == 0) return;
   dispatch_real(t, "cross_entropy_backward", [&]<class T>() {
     PHASOR_LAUNCH(grid_for(rows * v), kThreads, 0, stream(), cross_entropy_backward_kernel<T>)(
-        static_cast<const T*>(logits), targets, static_cast<const T*>(lse), static_cast<T*>(d), rows, v, ignore_index, static_cast<T>(g));
+        static_cast<const T*>(logits), targets, static_cast<const T*>(lse), static_cast<T*>(d), rows, v, ignore_index, grad, count);
     check_launch("cross_entropy_backward");
   });
 }
@@ -524,14 +547,14 @@ void rms_norm_backward(const ops::RmsNormBackwardArgs& a) {
 }
 
 void cross_entropy(const ops::CrossEntropyArgs& a) {
-  const double denom = a.mean ? static_cast<double>(std::max<int64_t>(a.out.count, 1)) : 1.0;
   launch_cross_entropy(a.logits.dtype(), a.logits.raw_data(), a.targets.data<int64_t>(), a.out.logsumexp.raw_data(), a.out.loss.raw_data(),
-                       a.logits.size(0), a.logits.size(1), a.ignore_index, denom);
+                       a.out.count.data<double>(), a.logits.size(0), a.logits.size(1), a.ignore_index, a.mean);
 }
 
 void cross_entropy_backward(const ops::CrossEntropyBackwardArgs& a) {
   launch_cross_entropy_backward(a.logits.dtype(), a.logits.raw_data(), a.targets.data<int64_t>(), a.logsumexp.raw_data(), a.dlogits.raw_data(),
-                                a.logits.size(0), a.logits.size(1), a.ignore_index, a.grad);
+                                a.logits.size(0), a.logits.size(1), a.ignore_index, a.grad.data<double>(),
+                                a.count.defined() ? a.count.data<double>() : nullptr);
 }
 
 void swiglu(const ops::SwigluArgs& a) { launch_swiglu(a.gate.dtype(), a.gate.raw_data(), a.up.raw_data(), a.out.raw_data(), a.gate.numel()); }

@@ -4,6 +4,7 @@
 // (tensor/*.cpp) checked and allocated; the .cu files hold the kernels. Each
 // file names its CPU twin (tensor/cpu/*.cpp), which it must agree with.
 #include <cstdint>
+#include <memory>
 
 #include "tensor/dtype.h"
 #include "tensor/backend.h"
@@ -11,6 +12,9 @@
 namespace phasor::gpu {
 
 constexpr int kMaxDims = 8;
+
+class Buffer;                 // cuda/runtime.h
+enum class IndexOp : int64_t;  // cuda/runtime.h
 
 // N operands sharing one (broadcast) shape, each with its own byte strides;
 // dims contiguous in every operand are merged beforehand (tensor/strided.h), so
@@ -53,15 +57,36 @@ bool all_finite(DType real, const void* x, int64_t n);
 // ---- indexing (cuda/reduce.cu; CPU: tensor/cpu/index.cpp) ----
 // out[a, i, :] = x[a, index[i], :]; rows of `row_bytes` bytes.
 void launch_index_select(const void* x, const int64_t* index, void* out, int64_t outer, int64_t n, int64_t count, int64_t row_bytes);
-// Segmented, ordered sums (deterministic, no atomics): for segment s,
-//   out[(a * out_rows + target[s]) * inner + c] += sum over k in [start[s], start[s+1]) of
-//   src[(a * src_rows + list[k]) * inner + c]
-// in the order of `list`, which is the CPU kernel's order.
-void launch_segment_add(DType t, void* out, const void* src, const int64_t* target, const int64_t* start, const int64_t* list,
-                        int64_t segments, int64_t outer, int64_t inner, int64_t out_rows, int64_t src_rows);
+// Positions 0..count-1 of `targets` (values in [0, n); others are left out)
+// grouped by target on the device, each group in increasing position order,
+// which is the CPU kernels' summation order: a stable counting sort, no host
+// synchronisation. Group t is list()[start()[t * stride()] .. start()[(t + 1) * stride()]).
+class TargetGroups {
+ public:
+  TargetGroups(const int64_t* targets, int64_t count, int64_t n);
+  ~TargetGroups();
+  const int64_t* start() const;
+  int64_t stride() const { return chunks_; }
+  const int64_t* list() const;
+
+ private:
+  int64_t chunks_;
+  std::unique_ptr<Buffer> hist_, start_, list_;
+};
+// Segmented, ordered sums (deterministic, no atomics): for every out row s,
+//   out[(a * out_rows + s) * inner + c] += sum over the positions k of group s of src[(a * src_rows + k) * inner + c]
+// in increasing k.
+void launch_segment_add(DType t, void* out, const void* src, const TargetGroups& groups, int64_t outer, int64_t inner, int64_t out_rows,
+                        int64_t src_rows);
+// Records the first index outside [0, n) (a value equal to *ignore aside) as
+// the pending index fault of `op` (cuda/runtime.h), raised at the next synchronisation.
+void launch_check_indices(const int64_t* index, int64_t count, int64_t n, IndexOp op, int dim, const int64_t* ignore = nullptr);
 // out[e] = x[offset of e's multi-index in `index_shape` with dim `dim` replaced by index[e]].
 void launch_gather(int64_t item_bytes, const void* x, const int64_t* index, void* out, int ndim, const int64_t* index_shape,
-                   const int64_t* x_strides, int dim, int64_t numel);
+                   const int64_t* x_strides, int dim, int64_t x_size, int64_t numel);
+// offsets[e]: the same offset into a contiguous out (strides `out_strides`), -1 for an index outside [0, out_size).
+void launch_scatter_offsets(const int64_t* index, int ndim, const int64_t* index_shape, const int64_t* out_strides, int dim, int64_t out_size,
+                            int64_t numel, int64_t* offsets);
 
 // ---- the launch arguments of cuda/fused.cu's ComplexFormer rotation and of
 // cuda/attention.cu's fused causal attention.

@@ -253,6 +253,26 @@ class CachingAllocator final : public Allocator {
   MemoryStats stats_;
 };
 
+// The index fault record (runtime.h): host and device pointers to one pinned block.
+struct FaultRecord {
+  IndexFault* host = nullptr;
+  IndexFault* device = nullptr;
+};
+FaultRecord& fault_record() {
+  static FaultRecord* r = [] {
+    auto* f = new FaultRecord();
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, sizeof(IndexFault), cudaHostAllocMapped), "cudaHostAlloc (index fault)");
+    std::memset(p, 0, sizeof(IndexFault));
+    void* d = nullptr;
+    check(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer (index fault)");
+    f->host = static_cast<IndexFault*>(p);
+    f->device = static_cast<IndexFault*>(d);
+    return f;
+  }();
+  return *r;
+}
+
 CachingAllocator& allocator() {
   static CachingAllocator* a = new CachingAllocator();  // never destroyed: tensors may outlive static destruction
   return *a;
@@ -321,6 +341,30 @@ void copy_to_host(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream()), "cudaMemcpyAsync (device to host)");
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+  raise_index_fault();
+}
+
+IndexFault* index_fault() {
+  ensure_device();
+  return fault_record().device;
+}
+
+void raise_index_fault() {
+  if (!device_state().stream) return;  // no device: nothing can have been recorded
+  IndexFault& f = *fault_record().host;
+  if (f.op == static_cast<int64_t>(IndexOp::None)) return;
+  const IndexFault seen = f;
+  f = IndexFault{};
+  switch (static_cast<IndexOp>(seen.op)) {
+    case IndexOp::CrossEntropy:
+      fail("cross_entropy: target ", seen.value, " at row ", seen.position, " is outside [0, ", seen.size, ")");
+    case IndexOp::IndexSelect: index_out_of_range("index_select", seen.value, static_cast<int>(seen.dim), seen.size);
+    case IndexOp::IndexAdd: index_out_of_range("index_add", seen.value, static_cast<int>(seen.dim), seen.size);
+    case IndexOp::Gather: index_out_of_range("gather", seen.value, static_cast<int>(seen.dim), seen.size);
+    case IndexOp::ScatterAdd: index_out_of_range("scatter_add", seen.value, static_cast<int>(seen.dim), seen.size);
+    case IndexOp::None: break;
+  }
+  fail("cuda: unknown index fault ", seen.op);
 }
 
 void register_cuda() {
@@ -363,7 +407,10 @@ void reset_peak_memory() { allocator().reset_peak(); }
 void empty_cache() {
   if (available()) allocator().empty_cache();
 }
-void synchronize() { check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize"); }
+void synchronize() {
+  check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+  raise_index_fault();
+}
 CUstream_st* native_stream() { return stream(); }
 void set_allow_tf32(bool allow) { tf32_flag.store(allow); }
 bool allow_tf32() { return tf32_flag.load(); }

@@ -41,8 +41,23 @@ class Buffer {
   size_t nbytes_ = 0;
 };
 
-// Host <-> device copies on Phasor's stream (to host: synchronous).
+// Host <-> device copies on Phasor's stream (to host: synchronous, and it
+// raises a recorded index fault).
 void copy_to_device(void* dst, const void* src, size_t nbytes);
 void copy_to_host(void* dst, const void* src, size_t nbytes);
+
+// An index out of range, found by a kernel (cuda/index.cu) so that no op reads
+// its indices on the host: the first one is recorded in pinned memory the
+// device writes, and the host raises it after its next synchronisation
+// (copy_to_host, synchronize) with the message the CPU gives at once.
+enum class IndexOp : int64_t { None = 0, IndexSelect, IndexAdd, Gather, ScatterAdd, CrossEntropy };
+struct IndexFault {
+  int64_t op;        // an IndexOp; None while nothing is recorded
+  int64_t position;  // the flat position of the bad index (cross_entropy: its row)
+  int64_t value, dim, size;
+};
+IndexFault* index_fault();  // the device's pointer to the record
+// Throws (and clears) a recorded fault; call only after the stream has been synchronised.
+void raise_index_fault();
 
 }  // namespace phasor::gpu

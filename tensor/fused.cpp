@@ -79,22 +79,6 @@ SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate_in, const Ten
 
 // ---------------------------------------------------------------- cross-entropy
 
-namespace {
-// The rows a loss counts (target != ignore_index); every other target must be
-// a class in [0, classes). Read on the host, for every backend (one
-// synchronisation on a GPU): the kernels trust the targets.
-int64_t counted_targets(const Tensor& targets, int64_t classes, int64_t ignore_index) {
-  const std::vector<int64_t> t = targets.to_vector<int64_t>();
-  int64_t count = 0;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (t[i] == ignore_index) continue;
-    PHASOR_CHECK(t[i] >= 0 && t[i] < classes, "cross_entropy: target ", t[i], " at row ", i, " is outside [0, ", classes, ")");
-    ++count;
-  }
-  return count;
-}
-}  // namespace
-
 CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index, bool mean) {
   const Device device = op_device("cross_entropy", logits_in, {targets_in});
   PHASOR_CHECK(logits_in.dim() == 2, "cross_entropy: logits must be [rows, classes], got ", logits_in.shape());
@@ -102,23 +86,26 @@ CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_
                "cross_entropy: targets must be int64 [", logits_in.size(0), "], got ", targets_in.dtype(), " ", targets_in.shape());
   PHASOR_CHECK(is_floating(logits_in.dtype()), "cross_entropy: not defined for dtype ", logits_in.dtype(), " (real floating dtypes only)");
   const Tensor logits = operand(logits_in, device);
-  CrossEntropyResult r{empty({}, logits.dtype(), device), empty({logits.size(0)}, logits.dtype(), device), 0};
-  const Tensor targets = operand(targets_in, device);
-  r.count = counted_targets(targets, logits.size(1), ignore_index);
-  backend(device).cross_entropy({r, logits, targets, ignore_index, mean});
-  // The mean over no counted row (no rows, or every target ignored) is 0/0, as in PyTorch.
-  if (mean && r.count == 0) fill_(r.loss, std::numeric_limits<double>::quiet_NaN());
+  // The backend checks the targets (each a class in [0, classes) or
+  // ignore_index: a GPU reports a bad one at its next synchronisation), counts
+  // them into r.count, and writes the mean over no counted row (no rows, or
+  // every target ignored) as 0/0, as PyTorch does.
+  CrossEntropyResult r{empty({}, logits.dtype(), device), empty({logits.size(0)}, logits.dtype(), device), empty({}, DType::Float64, device)};
+  backend(device).cross_entropy({r, logits, operand(targets_in, device), ignore_index, mean});
   return r;
 }
 
-Tensor cross_entropy_backward(double grad, const Tensor& logits_in, const Tensor& targets_in, const Tensor& logsumexp,
-                              int64_t ignore_index, double scale) {
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits_in, const Tensor& targets_in, const Tensor& logsumexp,
+                              int64_t ignore_index, const Tensor& count) {
   const Device device = op_device("cross_entropy_backward", logits_in, {targets_in, logsumexp});
   PHASOR_CHECK(is_floating(logits_in.dtype()), "cross_entropy_backward: not defined for dtype ", logits_in.dtype());
+  PHASOR_CHECK(grad.numel() == 1 && (!count.defined() || count.numel() == 1), "cross_entropy_backward: grad and count must be scalars");
   const Tensor logits = operand(logits_in, device);
   Tensor d = empty(logits.shape(), logits.dtype(), device);
-  backend(device).cross_entropy_backward(
-      {d, grad * scale, logits, operand(targets_in, device), operand(logsumexp, logits.dtype(), device), ignore_index});
+  // float64 holds any grad exactly (the old host read's item<double>())
+  backend(device).cross_entropy_backward({d, operand(grad, DType::Float64, device),
+                                          count.defined() ? operand(count, DType::Float64, device) : Tensor(), logits,
+                                          operand(targets_in, device), operand(logsumexp, logits.dtype(), device), ignore_index});
   return d;
 }
 

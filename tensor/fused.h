@@ -21,9 +21,11 @@ SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate, const Tensor
 // ---- cross-entropy from logits [R, V] and int64 targets [R] ----
 // Mean over rows whose target != ignore_index; also returns each row's logsumexp.
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean);
-// d loss / d logits = (softmax - onehot) * grad / count.
-Tensor cross_entropy_backward(double grad, const Tensor& logits, const Tensor& targets, const Tensor& logsumexp,
-                              int64_t ignore_index, double scale);
+// d loss / d logits = (softmax - onehot) * grad / count, where grad is the
+// loss's 0-d gradient and count the forward's (undefined for a sum: no division).
+// Both stay on the device: a GPU backward reads nothing on the host.
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets, const Tensor& logsumexp,
+                              int64_t ignore_index, const Tensor& count);
 
 // ---- rotary position tables ----
 // table[m, j] = exp(i (offset + m) w_j) * zeta_j^(sign (offset + m - origin) / S)

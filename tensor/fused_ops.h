@@ -22,7 +22,7 @@ struct SwigluGrads {
 // ---- cross-entropy; count: the rows whose target is not ignore_index
 struct CrossEntropyResult {
   Tensor loss, logsumexp;
-  int64_t count = 0;
+  Tensor count;  // float64 0-d, on the op's device: the rows counted (target != ignore_index)
 };
 
 // ---- ComplexFormer rotation: delta, phase_bias [H, P] (phase_bias may be
@@ -101,9 +101,10 @@ struct CrossEntropyArgs {
   int64_t ignore_index;
   bool mean;
 };
-struct CrossEntropyBackwardArgs {  // dlogits = grad (softmax - onehot), 0 on ignored rows
+struct CrossEntropyBackwardArgs {  // dlogits = grad / count (softmax - onehot), 0 on ignored rows
   Tensor dlogits;
-  double grad;
+  Tensor grad;   // float64 0-d, on the device: the loss's gradient
+  Tensor count;  // float64 0-d (the mean's rows, at least 1 used), or undefined (a sum: no division)
   Tensor logits, targets, logsumexp;
   int64_t ignore_index;
 };

@@ -203,8 +203,9 @@ TEST_CASE("cuda: clear errors for mixed devices, out of memory and a second GPU"
     CHECK(what.find("free of") != std::string::npos);
   }
   CHECK_THROWS_WITH_AS(ops::to_device(ones({2}), cuda(1)), doctest::Contains("one GPU"), Error);
-  // Indices out of range are checked as on the CPU.
-  CHECK_THROWS_WITH_AS(ops::index_select(on_gpu(ones({3, 2})), 0, on_gpu(from_vector<int64_t>({0, 5}))), doctest::Contains("out of range"), Error);
+  // Indices out of range are checked as on the CPU, at the next synchronisation.
+  CHECK_THROWS_WITH_AS(ops::index_select(on_gpu(ones({3, 2})), 0, on_gpu(from_vector<int64_t>({0, 5}))).to_vector<float>(),
+                       doctest::Contains("out of range"), Error);
 }
 
 // ---------------------------------------------------------------- copies and elementwise
@@ -477,6 +478,43 @@ TEST_CASE("cuda: matmul on cuBLAS, every dtype, transposes and conjugates as fla
 
 // ---------------------------------------------------------------- indexing
 
+namespace {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// A kernel checks the indices (no op reads them on the host): the first bad
+// one is raised at the next synchronisation, with the CPU's message, once.
+TEST_CASE("cuda: a bad index is raised at the next synchronisation with the CPU's message") {
+  // Fixed values: the shared generator's sequence stays that of the cases after this one.
+  const Tensor bad = from_vector<int64_t>({0, 5, -1}), x = ones({3, 4}), src = ones({3, 4});
+  const Tensor idx2 = from_vector<int64_t>({0, 1, 2, 9, 3, 4}, {3, 2}), src2 = ones({3, 2});
+  const Tensor targets = from_vector<int64_t>({0, -100, 4, 7}), logits = ones({4, 4});
+  const std::vector<std::pair<const char*, std::function<Tensor(bool)>>> cases = {
+      {"index_select", [&](bool g) { return ops::index_select(g ? on_gpu(x) : x, 0, g ? on_gpu(bad) : bad); }},
+      {"index_add", [&](bool g) { return ops::index_add(g ? on_gpu(x) : x, 0, g ? on_gpu(bad) : bad, g ? on_gpu(src) : src); }},
+      {"gather", [&](bool g) { return ops::gather(g ? on_gpu(x) : x, 1, g ? on_gpu(idx2) : idx2); }},
+      {"scatter_add", [&](bool g) { return ops::scatter_add({3, 4}, 1, g ? on_gpu(idx2) : idx2, g ? on_gpu(src2) : src2); }},
+      {"cross_entropy", [&](bool g) { return ops::cross_entropy(g ? on_gpu(logits) : logits, g ? on_gpu(targets) : targets, -100, true).loss; }},
+  };
+  for (const auto& [name, op] : cases) {
+    const std::string cpu = error_of([&] { op(false); });
+    REQUIRE_MESSAGE(cpu.find(name) != std::string::npos, cpu);
+    Tensor deferred;
+    CHECK_NOTHROW(deferred = op(true));  // nothing waits for the device here
+    CHECK_MESSAGE(error_of([&] { deferred.to_vector<float>(); }) == cpu, name);
+    CHECK_NOTHROW(on_gpu(ones({2})).to_vector<float>());  // raised once
+  }
+  const Tensor deferred = ops::index_select(on_gpu(x), 0, on_gpu(bad));
+  CHECK_THROWS_WITH_AS(gpu::synchronize(), doctest::Contains("index 5 out of range"), Error);
+}
+
 TEST_CASE("cuda: index_select, index_add, gather and scatter_add (ordered sums, repeated indices)") {
   for (DType dt : kAll)
     for (int64_t dim : {0, 1, 2}) {
@@ -611,11 +649,11 @@ struct CrossBackend<ops::CrossEntropyArgs> {
         const CrossEntropyCase c(dt);
         const auto ref = ops::cross_entropy(c.logits, c.targets, -100, mean);
         const auto got = ops::cross_entropy(on_gpu(c.logits), on_gpu(c.targets), -100, mean);
-        CHECK(ref.count == got.count);
+        CHECK(ref.count.item<double>() == got.count.item<double>());
         expect_close(ref.loss, got.loss, std::string("cross_entropy loss ") + dtype_name(dt));
         expect_close(ref.logsumexp, got.logsumexp, std::string("cross_entropy lse ") + dtype_name(dt));
       }
-    CHECK_THROWS_WITH_AS(ops::cross_entropy(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(from_vector<int64_t>({0, 3})), -100, true),
+    CHECK_THROWS_WITH_AS(ops::cross_entropy(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(from_vector<int64_t>({0, 3})), -100, true).loss.item<double>(),
                          doctest::Contains("outside [0, 3)"), Error);
   }
 };
@@ -627,9 +665,10 @@ struct CrossBackend<ops::CrossEntropyBackwardArgs> {
       for (bool mean : {true, false}) {
         const CrossEntropyCase c(dt);
         const auto ref = ops::cross_entropy(c.logits, c.targets, -100, mean);
-        const double scale = mean ? 1.0 / static_cast<double>(ref.count) : 1.0;
-        expect_close(ops::cross_entropy_backward(0.7, c.logits, c.targets, ref.logsumexp, -100, scale),
-                     ops::cross_entropy_backward(0.7, on_gpu(c.logits), on_gpu(c.targets), on_gpu(ref.logsumexp), -100, scale),
+        const Tensor grad = scalar_tensor(0.7, DType::Float64), count = mean ? ref.count : Tensor();
+        expect_close(ops::cross_entropy_backward(grad, c.logits, c.targets, ref.logsumexp, -100, count),
+                     ops::cross_entropy_backward(on_gpu(grad), on_gpu(c.logits), on_gpu(c.targets), on_gpu(ref.logsumexp), -100,
+                                                 mean ? on_gpu(count) : Tensor()),
                      std::string("cross_entropy backward ") + dtype_name(dt));
       }
   }

@@ -1,15 +1,20 @@
 // The CUDA simulator's counters of host synchronisations (cuda/sim/sync_counts.h):
 // every way the host can wait for the device is counted under its kind, and
 // what does not wait (a launch, an asynchronous upload, an event record) is
-// not. Built only on the simulator (tests/CMakeLists.txt).
+// not. And a training step of the README model (its smallest shapes) waits
+// for the device nowhere between its first kernel and its optimizer update.
+// Built only on the simulator (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <vector>
 
 #include "cuda/cuda.h"
 #include "cuda/sim/sync_counts.h"
+#include "models/transformer.h"
+#include "nn/optim.h"
 #include "phasor.h"
 
 using namespace phasor;
@@ -107,4 +112,45 @@ TEST_CASE("sim sync counts: launches, uploads and event records are not synchron
   const SyncCounts zero = sim::sync_counts();
   CHECK(zero.total() == 0);
   CHECK(zero.launches == 0);
+}
+
+TEST_CASE("sim sync counts: a training step of the model makes no host synchronisation, its log one") {
+  ModelConfig cfg;  // the README model (ComplexFormer, byte vocabulary), at test_cuda's smallest shapes
+  cfg.d_model = 32;
+  cfg.n_layers = 2;
+  cfg.n_heads = 4;
+  cfg.d_ff = 48;
+  cfg.max_seq_len = 16;
+  CausalLM model(cfg, 7);
+  model.to(cuda(0));
+  nn::AdamW opt({{model.decayed_parameters(), 0.1, 1.0}, {model.undecayed_parameters(), 0.0, 1.0}}, {3e-3, 0.9, 0.95, 1e-8});
+  std::vector<Tensor> params;
+  for (const auto& entry : model.named_parameters()) params.push_back(entry.second);
+  // Host batches, as the sampler gives them: valid tokens, one target ignored.
+  std::vector<int64_t> tokens(2 * 16), targets(2 * 16);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(i * 37 % 256), targets[i] = static_cast<int64_t>(i * 91 % 256);
+  targets[5] = -100;
+  gpu::synchronize();
+  for (int step = 0; step < 2; ++step) {
+    Tensor loss, norm;
+    const SyncCounts c = counted([&] {
+      loss = model.loss(from_vector(tokens, {2, 16}), from_vector(targets, {2, 16}));
+      opt.zero_grad();
+      loss.backward();
+      norm = nn::clip_grad_norm_(params, 1.0);
+      opt.step();
+    });
+    INFO("step ", step, ": d2h ", c.d2h_copies, ", stream ", c.stream_syncs, ", device ", c.device_syncs, ", event ", c.event_syncs,
+         ", queries ", c.queries);
+    CHECK(c.launches > 0);
+    CHECK(c.total() == 0);
+    // The log line's loss and norm: one copy, one wait.
+    std::vector<double> logged;
+    const SyncCounts log = counted([&] { logged = ops::stack({ops::to(loss.detach(), DType::Float64), norm}, 0).to_vector<double>(); });
+    CHECK(log.total() == 2);
+    CHECK(log.d2h_copies == 1);
+    REQUIRE(logged.size() == 2);
+    CHECK(std::isfinite(logged[0]));
+    CHECK(logged[1] > 0);
+  }
 }

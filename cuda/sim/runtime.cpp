@@ -296,6 +296,14 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned) {
   state().pinned.insert(*ptr);
   return cudaSuccess;
 }
+// Pinned memory is the device's to read and write too (mapped, under one
+// address space): the simulated device runs on the host.
+cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (flags != 0 || state().pinned.count(host) == 0) return fail_with(cudaErrorInvalidValue);
+  *device = host;
+  return cudaSuccess;
+}
 cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
 cudaError_t cudaFreeHost(void* ptr) {
   std::lock_guard<std::recursive_mutex> g(lock());

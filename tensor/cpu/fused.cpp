@@ -114,10 +114,17 @@ void CpuBackend::rms_norm_backward(const ops::RmsNormBackwardArgs& args) {
 void CpuBackend::cross_entropy(const ops::CrossEntropyArgs& args) {
   const ops::CrossEntropyResult& r = args.out;
   const Tensor &logits = args.logits, &targets = args.targets;
-  const int64_t ignore_index = args.ignore_index, count = r.count;  // the targets checked and counted by the front-end
+  const int64_t ignore_index = args.ignore_index;
   const bool mean = args.mean;
   const int64_t rows = logits.size(0), v = logits.size(1);
   const int64_t* pt = targets.data<int64_t>();
+  int64_t count = 0;  // the rows counted; every other target must be a class
+  for (int64_t i = 0; i < rows; ++i) {
+    if (pt[i] == ignore_index) continue;
+    PHASOR_CHECK(pt[i] >= 0 && pt[i] < v, "cross_entropy: target ", pt[i], " at row ", i, " is outside [0, ", v, ")");
+    ++count;
+  }
+  *r.count.data<double>() = static_cast<double>(count);
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
     const T* pl = logits.data<T>();
     T* plse = r.logsumexp.data<T>();
@@ -134,13 +141,14 @@ void CpuBackend::cross_entropy(const ops::CrossEntropyArgs& args) {
       if (pt[i] != ignore_index) total += lse - static_cast<double>(row[pt[i]]);
     }
     const double denom = mean ? static_cast<double>(std::max<int64_t>(count, 1)) : 1.0;
-    *r.loss.data<T>() = static_cast<T>(count ? total / denom : 0.0);
+    *r.loss.data<T>() = count ? static_cast<T>(total / denom) : mean ? std::numeric_limits<T>::quiet_NaN() : T(0);  // a mean of none: 0/0
   });
 }
 
 void CpuBackend::cross_entropy_backward(const ops::CrossEntropyBackwardArgs& args) {
   const Tensor &d = args.dlogits, &logits = args.logits, &targets = args.targets, &lse = args.logsumexp;
-  const double grad = args.grad;
+  const double scale = args.count.defined() ? 1.0 / std::max(*args.count.data<double>(), 1.0) : 1.0;
+  const double grad = *args.grad.data<double>() * scale;
   const int64_t ignore_index = args.ignore_index;
   const int64_t rows = logits.size(0), v = logits.size(1);
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&]<class T>() {

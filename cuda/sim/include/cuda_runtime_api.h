@@ -43,6 +43,7 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 #define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
 #define cudaHostAllocDefault 0x00
+#define cudaHostAllocMapped 0x02
 
 struct cudaDeviceProp {
   char name[256];
@@ -74,6 +75,7 @@ const char* cudaGetErrorName(cudaError_t error);
 cudaError_t cudaMalloc(void** ptr, size_t size);
 cudaError_t cudaFree(void* ptr);
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned flags);
+cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags);
 cudaError_t cudaMallocHost(void** ptr, size_t size);
 cudaError_t cudaFreeHost(void* ptr);
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total);
