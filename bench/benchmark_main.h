@@ -1,10 +1,10 @@
 #pragma once
 // main() of the Google Benchmark binaries (bench_*.cpp): BENCHMARK_MAIN's,
 // after OpenBLAS is switched to its best kernels, as in every program of the
-// project (tensor/cpu/openblas_core.h). Included by one file per binary.
+// project (tensor/startup.h). Included by one file per binary.
 #include <benchmark/benchmark.h>
 
-#include "tensor/cpu/openblas_core.h"
+#include "tensor/startup.h"
 
 int main(int argc, char** argv) {
   phasor::use_best_openblas_core(argv);

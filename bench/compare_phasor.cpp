@@ -4,7 +4,7 @@
 
 #include "bench/compare_common.h"
 #include "bench/fma_peak.h"
-#include "tensor/cpu/openblas_core.h"
+#include "tensor/startup.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"

@@ -18,7 +18,7 @@
 #include "bench/compare_common.h"
 #include "bench/libtorch/positions.h"
 #include "bench/libtorch/reference_model.h"
-#include "tensor/cpu/openblas_core.h"
+#include "tensor/startup.h"
 
 namespace C = phasor::compare;
 namespace T = phasor::torch_ref;

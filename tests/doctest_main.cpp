@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cpu/openblas_core.h"
+#include "tensor/startup.h"
 #include "tests/skip.h"
 
 namespace {

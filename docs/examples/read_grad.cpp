@@ -18,13 +18,13 @@
 #include "models/model_io.h"
 #include "nn/checkpoint.h"
 #include "phasor.h"
-#include "tensor/cpu/openblas_core.h"
+#include "tensor/startup.h"
 
 using namespace phasor;
 
 int main(int argc, char** argv) {
   // The same OpenBLAS kernels as the `phasor` that wrote the file, so the
-  // gradients can agree to the last bits (tensor/cpu/openblas_core.h).
+  // gradients can agree to the last bits (tensor/startup.h).
   use_best_openblas_core(argv);
   if (argc != 4) {
     std::fprintf(stderr, "usage: read_grad G.safetensors MODEL.safetensors TEXT\n");
