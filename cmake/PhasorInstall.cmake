@@ -8,7 +8,10 @@ include(CMakePackageConfigHelpers)
 set(PHASOR_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Phasor)
 
 install(FILES phasor.h ${PROJECT_BINARY_DIR}/generated/phasor_version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasor)
-install(DIRECTORY tensor autograd nn models app DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasor FILES_MATCHING PATTERN "*.h")
+# app/cli/ is left out: its headers are the `phasor` executable's own (its
+# commands' table, the CLI11 wrapper), compiled into no installed library.
+install(DIRECTORY tensor autograd nn models app DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasor FILES_MATCHING PATTERN "*.h"
+        PATTERN "cli" EXCLUDE)
 
 set(phasor_installed phasor phasor_app phasor_cli)
 if(PHASOR_CUDA)
