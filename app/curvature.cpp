@@ -44,7 +44,7 @@ class WindowHessian {
  public:
   WindowHessian(const CausalLM& model, const std::vector<int64_t>& tokens, const CurvatureOptions& o) {
     const ModelConfig& c = model.config();
-    const StudyWindow w = study_window(c, tokens, o.seq_len, o.window, "curvature");
+    const StudyWindow w = study_window(c, tokens, o.seq_len, o.window, {.command = "curvature"});
     PHASOR_CHECK(!o.params.empty(), "curvature: --params is empty");
     refuse_a_window_too_large_for_memory(c, o.seq_len);
     const auto named = model.named_parameters();

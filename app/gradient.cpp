@@ -57,23 +57,23 @@ EulerGradientNorms euler_gradient_norms(const EulerGradients& g) {
 }
 
 StudyWindow study_window(const ModelConfig& c, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
-                         const std::string& command) {
-  PHASOR_CHECK(seq_len > 0, command, ": --seq-len must be positive, got ", seq_len);
-  check_positions_fit(c, seq_len, command + ": --seq-len");
-  PHASOR_CHECK(window >= 0, command, ": --window must be non-negative, got ", window);
+                         const StudyNames& names) {
+  const std::string& command = names.command;
+  PHASOR_CHECK(seq_len > 0, command, ": ", names.seq_len, " must be positive, got ", seq_len);
+  check_positions_fit(c, seq_len, command + ": " + names.seq_len);
+  PHASOR_CHECK(window >= 0, command, ": ", names.window, " must be non-negative, got ", window);
   const EvalWindows windows(tokens, seq_len);
-  PHASOR_CHECK(window < windows.count(), command, ": --window ", window, " is past the end: ", tokens.size(), " tokens hold ",
+  PHASOR_CHECK(window < windows.count(), command, ": ", names.window, " ", window, " is past the end: ", tokens.size(), " tokens hold ",
                windows.count(), " window(s) of seq_len ", seq_len, " (0..", windows.count() - 1, ")");
   return {windows.batch(window, 1), windows.count()};
 }
 
 WindowGradients window_gradients(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
-                                 bool activations) {
+                                 bool activations, const StudyNames& names) {
   const ModelConfig& c = model.config();
-  PHASOR_CHECK(!activations || c.position == Position::ComplexFormer,
-               "grad: --activations needs a complexformer model (the gradients reaching its Euler transform); this one is '",
-               c.position, "'");
-  const StudyWindow w = study_window(c, tokens, seq_len, window, "grad");
+  PHASOR_CHECK(!activations || c.position == Position::ComplexFormer, names.command, ": ", names.activations,
+               " needs a complexformer model (the gradients reaching its Euler transform); this one is '", c.position, "'");
+  const StudyWindow w = study_window(c, tokens, seq_len, window, names);
   const Batch& b = w.batch;
 
   AutoGradMode grad_mode(true);  // a gradient study needs a graph even when called under NoGradGuard

@@ -31,16 +31,23 @@ struct EulerGradientNorms {
 };
 EulerGradientNorms euler_gradient_norms(const EulerGradients& g);
 
+// How a window study's caller names the study and its arguments in the
+// messages of its errors: the CLI's command and flags (the default), or the
+// Python method and its keyword arguments.
+struct StudyNames {
+  std::string command = "grad", seq_len = "--seq-len", window = "--window", activations = "--activations";
+};
+
 // One of the spec's evaluation windows of `tokens` at length seq_len, as a
 // batch of one: what the window studies (`grad`, `curvature`) differentiate.
-// phasor::Error (one line, starting with `command`) for a seq_len that is not
-// positive or that the model cannot take, or a window past the end.
+// phasor::Error (one line, starting with names.command) for a seq_len that is
+// not positive or that the model cannot take, or a window past the end.
 struct StudyWindow {
   Batch batch;
   int64_t count = 0;  // the windows the tokens hold
 };
 StudyWindow study_window(const ModelConfig& c, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
-                         const std::string& command);
+                         const StudyNames& names);
 
 struct WindowGradients {
   double loss = 0;  // mean of the window's L predictions
@@ -55,8 +62,9 @@ struct WindowGradients {
 // gradients of every layer (complexformer only). Leaves the model's .grad
 // empty. phasor::Error (one line) for a window past the end, a seq_len a
 // `learned` model cannot take, or activations of another variant.
+// Errors name the arguments as `names` says.
 WindowGradients window_gradients(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
-                                 bool activations);
+                                 bool activations, const StudyNames& names = {});
 
 // Every tensor as F32 safetensors, written atomically. __metadata__: format
 // "phasor-gradient", the model's config, window, seq_len and loss.

@@ -48,7 +48,8 @@ void bind_models(py::module_& m) {
            }, "text"_a, "seq_len"_a = 128, "max_windows"_a = 0, "batch"_a = 8,
            "loss and perplexity over the spec's evaluation windows of `text` (str or bytes), as `phasor eval --json`")
       .def("gradients", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t window, bool activations) {
-             const WindowGradients g = window_gradients(model, ByteTokenizer().encode(text), seq_len, window, activations);
+             const WindowGradients g = window_gradients(model, ByteTokenizer().encode(text), seq_len, window, activations,
+                                                        {"Model.gradients", "seq_len", "window", "activations"});
              return py::dict("loss"_a = g.loss, "window"_a = g.window, "windows"_a = g.windows, "seq_len"_a = g.seq_len,
                              "parameters"_a = named(g.parameters), "activations"_a = named(g.activations));
            }, "text"_a, "seq_len"_a, "window"_a = 0, "activations"_a = false,

@@ -74,3 +74,14 @@ def test_a_refused_argument_is_named_as_python_calls_it(checkpoint, text_file):
     with pytest.raises(phasor.Error) as e:
         phasor.load(str(checkpoint)).evaluate(text_file.read_bytes(), seq_len=(1 << 20) + 1)
     assert str(e.value) == "Model.evaluate: seq_len 1048577 exceeds the 1048576 positions Phasor supports"
+
+
+def test_gradients_name_their_arguments_as_python_calls_them(checkpoint, text_file):
+    """window_gradients' own words are the CLI's (`grad: --seq-len`, `--window`)."""
+    model = phasor.load(str(checkpoint))
+    with pytest.raises(phasor.Error) as e:
+        model.gradients(text_file.read_bytes(), seq_len=(1 << 20) + 1)
+    assert str(e.value) == "Model.gradients: seq_len 1048577 exceeds the 1048576 positions Phasor supports"
+    with pytest.raises(phasor.Error) as e:
+        model.gradients(text_file.read_bytes(), seq_len=16, window=-1)
+    assert str(e.value) == "Model.gradients: window must be non-negative, got -1"
