@@ -1,14 +1,72 @@
 #include "bench/libtorch/layers.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 
 #include "bench/libtorch/positions.h"
+#include "models/positions.h"
+#include "tensor/error.h"
 
 namespace phasor::torch_ref {
 
 namespace {
+
 torch::nn::Linear linear(int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); }
+
+// What a rotation takes: q and k as complex [B, N, H, P] views, the first
+// position, and the layer's position parameters in the scheme's order.
+struct RotationInput {
+  torch::Tensor q, k;
+  int64_t offset;
+  const ModelConfig& config;
+  const std::vector<torch::Tensor>& parameters;
+};
+using Rotated = std::pair<torch::Tensor, torch::Tensor>;
+
+// rope and xpos: q and k times rotations [N, 1, P] built in float64 and rounded
+// once; xpos scales queries up by zeta_j^(m/S) and keys down by its reciprocal.
+Rotated rotate_by_table(const RotationInput& in, bool xpos_scales_too) {
+  const ModelConfig& c = in.config;
+  const int64_t N = in.q.size(1), d = c.head_dim();
+  const auto device = in.q.device();
+  auto angles = rotary_angles(N, in.offset, d, c.rope_base, device);
+  auto q_scale = torch::ones_like(angles), k_scale = q_scale;
+  if (xpos_scales_too) {
+    q_scale = xpos_scales(N, in.offset, d, c.xpos_scale_base, device);
+    k_scale = q_scale.reciprocal();
+  }
+  const auto complex_dtype = in.q.scalar_type();  // tables rounded to the activations' dtype
+  return {in.q * torch::polar(q_scale, angles).to(complex_dtype).unsqueeze(1),
+          in.k * torch::polar(k_scale, angles).to(complex_dtype).unsqueeze(1)};
+}
+Rotated rope(const RotationInput& in) { return rotate_by_table(in, false); }
+Rotated xpos(const RotationInput& in) { return rotate_by_table(in, true); }
+
+// complexformer: Euler transform z = r e^{i phi}, then the head-wise adaptive
+// differential rotation delta * phi (+ phase_bias for queries) + beta * m * w.
+Rotated complexformer(const RotationInput& in) {
+  const torch::Tensor &delta = in.parameters.at(0), &phase_bias = in.parameters.at(1), &beta = in.parameters.at(2);
+  const int64_t N = in.q.size(1), H = in.config.n_heads;
+  const auto real_dtype = c10::toRealValueType(in.q.scalar_type());
+  auto position_angle = beta.view({H, 1}) * rotary_angles(N, in.offset, in.config.head_dim(), in.config.rope_base, in.q.device())
+                                                 .to(real_dtype)
+                                                 .unsqueeze(1);  // [N, H, P]
+  const auto euler = [](const torch::Tensor& z) {
+    auto re = torch::real(z), im = torch::imag(z);
+    return std::make_pair(torch::sqrt(re * re + im * im + kEulerEps), euler_phase(re, im));
+  };
+  auto [r_q, phi_q] = euler(in.q);
+  auto [r_k, phi_k] = euler(in.k);
+  return {torch::polar(r_q, delta * phi_q + phase_bias + position_angle), torch::polar(r_k, delta * phi_k + position_angle)};
+}
+
+// The twin of each scheme's rotation (models/positions.cpp), one per row of
+// kPositionVariants in its order; null where the variant does not rotate.
+constexpr std::array<Rotated (*)(const RotationInput&), kPositionVariants.size()> kRotations = {
+    complexformer, rope, xpos, nullptr, nullptr, nullptr, nullptr,
+};
+
 }  // namespace
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps(eps) { weight = register_parameter("weight", torch::ones({dim})); }
@@ -30,15 +88,14 @@ AttentionImpl::AttentionImpl(const ModelConfig& config)
       wk(register_module("wk", linear(config.d_model, config.d_model))),
       wv(register_module("wv", linear(config.d_model, config.d_model))),
       wo(register_module("wo", linear(config.d_model, config.d_model))) {
-  const int64_t H = config.n_heads, P = config.pairs();
-  if (config.position == Position::ComplexFormer) {
-    // The cmha_init = rope values; Model::initialize applies `paper` when asked.
-    delta = register_parameter("delta", torch::ones({H, P}));
-    phase_bias = register_parameter("phase_bias", torch::zeros({H, P}));
-    beta = register_parameter("beta", torch::ones({H}));
-  } else if (config.variant().alibi_bias) {
-    alibi_slopes = register_buffer("alibi_slopes", torch::tensor(torch_ref::alibi_slopes(H), torch::kFloat64));
-  }
+  // The scheme's own parameters by name and shape; Model::initialize gives their values.
+  for (const PositionParameter& p : make_position_scheme(config)->layer_parameters())
+    position_parameters.push_back(register_parameter(p.name, torch::zeros(p.shape)));
+  if (config.variant().alibi_bias)
+    alibi_slopes = register_buffer("alibi_slopes", torch::tensor(torch_ref::alibi_slopes(config.n_heads), torch::kFloat64));
+  const auto rotation = kRotations[static_cast<size_t>(config.position)];
+  PHASOR_CHECK((rotation != nullptr) == config.is_rotary(), "torch_ref::Attention: no twin of position '", config.position,
+               "''s rotation");
 }
 
 torch::Tensor AttentionImpl::split_heads(const torch::Tensor& t) const {
@@ -47,44 +104,14 @@ torch::Tensor AttentionImpl::split_heads(const torch::Tensor& t) const {
 
 std::pair<torch::Tensor, torch::Tensor> AttentionImpl::rotated_qk(const torch::Tensor& x, int64_t pos_offset) {
   auto q = wq(x), k = wk(x);
-  const Position pos = config.position;
-  if (!config.is_rotary()) return {split_heads(q), split_heads(k)};
+  const auto rotation = kRotations[static_cast<size_t>(config.position)];
+  if (rotation == nullptr) return {split_heads(q), split_heads(k)};
 
   const int64_t B = x.size(0), N = x.size(1), H = config.n_heads, P = config.pairs(), d = config.head_dim();
-  const auto device = x.device();
-  // Tables are rounded to the activations' dtype (float32 in use; float64 for gradient checks).
-  const auto real_dtype = x.scalar_type(), complex_dtype = c10::toComplexType(real_dtype);
   // z(u)_j = u_{2j} + i u_{2j+1}: a zero-copy complex view [B, N, H, P].
   const auto complex_view = [&](const torch::Tensor& t) { return torch::view_as_complex(t.view({B, N, H, P, 2})); };
   const auto back_to_real = [&](const torch::Tensor& z) { return torch::view_as_real(z).reshape({B, N, H, d}).transpose(1, 2); };
-
-  if (pos == Position::Rope || pos == Position::XPos) {
-    // Rotations [N, 1, P], built in float64 and rounded once.
-    auto angles = rotary_angles(N, pos_offset, d, config.rope_base, device);
-    auto q_scale = torch::ones_like(angles), k_scale = q_scale;
-    if (pos == Position::XPos) {
-      q_scale = xpos_scales(N, pos_offset, d, config.xpos_scale_base, device);
-      k_scale = q_scale.reciprocal();
-    }
-    auto q_rot = torch::polar(q_scale, angles).to(complex_dtype).unsqueeze(1);
-    auto k_rot = torch::polar(k_scale, angles).to(complex_dtype).unsqueeze(1);
-    return {back_to_real(complex_view(q) * q_rot), back_to_real(complex_view(k) * k_rot)};
-  }
-
-  // complexformer: Euler transform z = r e^{i phi}, then the head-wise adaptive
-  // differential rotation delta * phi (+ phase_bias for queries) + beta * m * w.
-  auto position_angle = beta.view({H, 1}) * rotary_angles(N, pos_offset, d, config.rope_base, device)
-                                                 .to(real_dtype)
-                                                 .unsqueeze(1);  // [N, H, P]
-  const auto euler = [&](const torch::Tensor& t) {
-    auto z = complex_view(t);
-    auto re = torch::real(z), im = torch::imag(z);
-    return std::make_pair(torch::sqrt(re * re + im * im + kEulerEps), euler_phase(re, im));
-  };
-  auto [r_q, phi_q] = euler(q);
-  auto [r_k, phi_k] = euler(k);
-  auto q_rotated = torch::polar(r_q, delta * phi_q + phase_bias + position_angle);
-  auto k_rotated = torch::polar(r_k, delta * phi_k + position_angle);
+  const auto [q_rotated, k_rotated] = rotation({complex_view(q), complex_view(k), pos_offset, config, position_parameters});
   return {back_to_real(q_rotated), back_to_real(k_rotated)};
 }
 

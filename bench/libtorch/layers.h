@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "models/config.h"
 
@@ -44,8 +45,9 @@ struct AttentionImpl : torch::nn::Module {
 
   ModelConfig config;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
-  // complexformer only: [H, P], [H, P], [H].
-  torch::Tensor delta, phase_bias, beta;
+  // The position scheme's own parameters (models/positions.h, layer_parameters(),
+  // in its order): complexformer's delta [H, P], phase_bias [H, P], beta [H].
+  std::vector<torch::Tensor> position_parameters;
   // alibi only: the slopes s_h, float64 [H].
   torch::Tensor alibi_slopes;
 

@@ -118,18 +118,20 @@ void complexformer_closed_form() {
   auto config = small(Position::ComplexFormer);
   Attention attn(config);
   torch::manual_seed(3);
+  const auto parameters = attn->named_parameters(/*recurse=*/false);
+  const torch::Tensor &delta_p = parameters["delta"], &phase_bias_p = parameters["phase_bias"], &beta_p = parameters["beta"];
   {
     torch::NoGradGuard no_grad;
-    attn->delta.normal_(1.0, 0.3);
-    attn->phase_bias.normal_(0.0, 0.5);
-    attn->beta.uniform_(0.5, 1.5);
+    delta_p.normal_(1.0, 0.3);
+    phase_bias_p.normal_(0.0, 0.5);
+    beta_p.uniform_(0.5, 1.5);
   }
   const int64_t N = 6, d = config.head_dim(), P = config.pairs(), h = 2;
   auto x = torch::randn({1, N, config.d_model});
   auto scores = attn->scores(x).to(torch::kFloat64);
   auto q = attn->wq(x).detach().to(torch::kFloat64)[0], k = attn->wk(x).detach().to(torch::kFloat64)[0];
-  auto delta = attn->delta.detach().to(torch::kFloat64), bias = attn->phase_bias.detach().to(torch::kFloat64);
-  const double beta = attn->beta[h].item<double>();
+  auto delta = delta_p.detach().to(torch::kFloat64), bias = phase_bias_p.detach().to(torch::kFloat64);
+  const double beta = beta_p[h].item<double>();
   double worst = 0;
   for (int64_t m = 0; m < N; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -180,8 +182,8 @@ void relative_positions() {
     auto& attn = model.blocks[0]->attn;
     if (position == Position::ComplexFormer) {
       torch::NoGradGuard no_grad;
-      attn->phase_bias.normal_(0.0, 0.5);
-      attn->beta.uniform_(0.5, 1.5);
+      attn->position_parameters.at(1).normal_(0.0, 0.5);  // phase_bias
+      attn->position_parameters.at(2).uniform_(0.5, 1.5);  // beta
     }
     torch::manual_seed(5);
     auto x = torch::randn({2, 16, config.d_model});
