@@ -94,8 +94,8 @@ AttentionImpl::AttentionImpl(const ModelConfig& config)
   if (config.variant().alibi_bias)
     alibi_slopes = register_buffer("alibi_slopes", torch::tensor(torch_ref::alibi_slopes(config.n_heads), torch::kFloat64));
   const auto rotation = kRotations[static_cast<size_t>(config.position)];
-  PHASOR_CHECK((rotation != nullptr) == config.is_rotary(), "torch_ref::Attention: no twin of position '", config.position,
-               "''s rotation");
+  PHASOR_CHECK((rotation != nullptr) == config.is_rotary(), "torch_ref::Attention: kRotations disagrees with the variant table on '",
+               config.position, "'");
 }
 
 torch::Tensor AttentionImpl::split_heads(const torch::Tensor& t) const {
