@@ -18,6 +18,12 @@
 // dP = dO V^T. Every output element is written by exactly one thread, summed
 // in a fixed order: no atomics, so runs repeat bit for bit.
 //
+// The three tiled kernels run one tile loop (for_each_tile: load a tile,
+// write its P or dS to shared memory, accumulate, with the block's three
+// barriers between) and its two products (tile_products for the scores,
+// accumulate_tile for the outputs); each kernel supplies its own loads,
+// masking and softmax.
+//
 // Arithmetic: plain FMA on the CUDA cores in the operand dtype (float32 or
 // float64), exp/log at full precision (expf, not __expf); no tensor cores,
 // TF32 included. Blocks are 256 threads seen as 16 x 16 (ty, tx): a thread owns
@@ -116,40 +122,86 @@ __device__ inline T neg_inf() {
   return -::cuda::std::numeric_limits<T>::infinity();
 }
 
-// The backward's two score-shaped products over shared tiles of row pitch LD
-// and padded width DP, for this thread's rows r_i = ty + 16 i and columns
-// c_j = tx + 16 j:  s[i][j] = a1[r_i] . b1[c_j]  and  dp[i][j] = a2[r_i] . b2[c_j].
-// The dK/dV kernel passes (K, V) as rows and (Q, dO) as columns; the dQ kernel
-// the other way round.
-template <class T, int TI, int TJ, int DP, int LD>
-__device__ inline void paired_tile_products(const T* a1, const T* a2, const T* b1, const T* b2, int ty, int tx, T (&s)[TI][TJ],
-                                            T (&dp)[TI][TJ]) {
+// The score-shaped products of a tile over shared tiles of row pitch LD and
+// padded width DP, for this thread's rows r_i = ty + 16 i and columns
+// c_j = tx + 16 j: s[k][i][j] = a[k][r_i] . b[k][c_j], for K = 1 product (the
+// forward's S = Q K^T) or 2 sharing the loop (the backward's S and dP = dO V^T:
+// the dK/dV kernel passes (K, V) as rows and (Q, dO) as columns, the dQ kernel
+// the other way round).
+template <class T, int K, int TI, int TJ, int DP, int LD>
+__device__ inline void tile_products(const T* const (&a)[K], const T* const (&b)[K], int ty, int tx, T (&s)[K][TI][TJ]) {
 #pragma unroll
-  for (int i = 0; i < TI; ++i)
+  for (int k = 0; k < K; ++k)
 #pragma unroll
-    for (int j = 0; j < TJ; ++j) s[i][j] = dp[i][j] = T(0);
+    for (int i = 0; i < TI; ++i)
+#pragma unroll
+      for (int j = 0; j < TJ; ++j) s[k][i][j] = T(0);
 #pragma unroll
   for (int e = 0; e < DP; e += Pack<T>::n) {
-    Pack<T> ra[TI], rb[TI], ca[TJ], cb[TJ];
+    Pack<T> ra[K][TI], cb[K][TJ];
 #pragma unroll
-    for (int i = 0; i < TI; ++i) {
-      ra[i] = ld(a1 + (ty + 16 * i) * LD + e);
-      rb[i] = ld(a2 + (ty + 16 * i) * LD + e);
-    }
+    for (int k = 0; k < K; ++k) {
 #pragma unroll
-    for (int j = 0; j < TJ; ++j) {
-      ca[j] = ld(b1 + (tx + 16 * j) * LD + e);
-      cb[j] = ld(b2 + (tx + 16 * j) * LD + e);
+      for (int i = 0; i < TI; ++i) ra[k][i] = ld(a[k] + (ty + 16 * i) * LD + e);
+#pragma unroll
+      for (int j = 0; j < TJ; ++j) cb[k][j] = ld(b[k] + (tx + 16 * j) * LD + e);
     }
 #pragma unroll
     for (int u = 0; u < Pack<T>::n; ++u)
 #pragma unroll
       for (int i = 0; i < TI; ++i)
 #pragma unroll
-        for (int j = 0; j < TJ; ++j) {
-          s[i][j] += ra[i].v[u] * ca[j].v[u];
-          dp[i][j] += rb[i].v[u] * cb[j].v[u];
-        }
+        for (int j = 0; j < TJ; ++j)
+#pragma unroll
+          for (int k = 0; k < K; ++k) s[k][i][j] += ra[k][i].v[u] * cb[k][j].v[u];
+  }
+}
+
+// The tile's contribution to a thread's outputs: acc[k][i][j] += sum_c
+// p[k][r_i][c] x[k][c][col_j] over the BC columns of the shared tiles p[k]
+// (row pitch LP: P or dS) and rows of x[k] (row pitch LD: V, K, dO or Q), for
+// rows r_i = ty + 16 i and head columns col_j = tx + 16 j; K products share the loop.
+template <class T, int K, int TI, int TD, int BC, int LD, int LP>
+__device__ inline void accumulate_tile(const T* const (&p)[K], const T* const (&x)[K], int ty, int tx, T (&acc)[K][TI][TD]) {
+#pragma unroll 2
+  for (int c = 0; c < BC; c += Pack<T>::n) {
+    Pack<T> pa[K][TI];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int i = 0; i < TI; ++i) pa[k][i] = ld(p[k] + (ty + 16 * i) * LP + c);
+#pragma unroll
+    for (int u = 0; u < Pack<T>::n; ++u) {
+      T xv[K][TD];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < TD; ++j) xv[k][j] = x[k][(c + u) * LD + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < TI; ++i)
+#pragma unroll
+        for (int j = 0; j < TD; ++j)
+#pragma unroll
+          for (int k = 0; k < K; ++k) acc[k][i][j] += pa[k][i].v[u] * xv[k][j];
+    }
+  }
+}
+
+// The tile loop of the three tiled kernels, their barriers in one place: for
+// each tile start t0 = begin, begin + STEP, ... below end,
+//   load(t0)     puts the tile into shared memory, once the previous tile's readers are done;
+//   scores(t0)   writes each thread's share of the tile's P (and dS) to shared memory, once the loads are visible;
+//   accumulate() adds the tile to each thread's outputs, once P (dS) is whole.
+// The forward and dQ kernels walk the key tiles, the dK/dV kernel the query tiles.
+template <int STEP, class Load, class Scores, class Accumulate>
+__device__ inline void for_each_tile(int64_t begin, int64_t end, Load&& load, Scores&& scores, Accumulate&& accumulate) {
+  for (int64_t t0 = begin; t0 < end; t0 += STEP) {
+    __syncthreads();  // the previous tile's readers of shared memory are done
+    load(t0);
+    __syncthreads();  // the tile is loaded (the first time, also what the kernel loaded before the loop)
+    scores(t0);
+    __syncthreads();  // P (dS) is written
+    accumulate();
   }
 }
 
@@ -201,7 +253,7 @@ struct DqTile {
 template <class T, int DP>
 __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const Attn<T> a, int64_t tiles) {
   using C = FwdTile<T, DP>;
-  constexpr int TM = C::TM, TN = C::TN, TD = C::TD, VEC = C::VEC, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
+  constexpr int TM = C::TM, TN = C::TN, TD = C::TD, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qs = reinterpret_cast<T*>(attn_smem);
   T* ks = qs + BQ * LD;
@@ -219,43 +271,24 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
   const T* vbase = a.v.at(b, 0, h, a.d);
   load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
 
-  T m[TM], l[TM], o[TM][TD];
+  T m[TM], l[TM], o[1][TM][TD];
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     m[i] = neg_inf<T>();
     l[i] = T(0);  // this thread's share of the row sum (its keys), summed over the 16 lanes at the end
 #pragma unroll
-    for (int j = 0; j < TD; ++j) o[i][j] = T(0);
+    for (int j = 0; j < TD; ++j) o[0][i][j] = T(0);
   }
 
   // Tile 0 comes first and holds key 0, which every row (padding rows past Nq
   // too) sees: each m is finite from then on, so no exp(-inf - -inf).
-  for (int64_t k0 = 0; k0 < n_end; k0 += BK) {
-    __syncthreads();  // the previous tile's readers of ks, vs and ps are done
+  const auto load = [&](int64_t k0) {
     load_tile<T, BK, DP, LD>(ks, kbase + k0 * a.k.sn, a.k.sn, a.nk - k0, a.d);
     load_tile<T, BK, DP, LD>(vs, vbase + k0 * a.v.sn, a.v.sn, a.nk - k0, a.d);
-    __syncthreads();
-
-    T s[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) s[i][j] = T(0);
-#pragma unroll
-    for (int e = 0; e < DP; e += VEC) {
-      Pack<T> qa[TM], kb[TN];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) qa[i] = ld(qs + (ty + 16 * i) * LD + e);
-#pragma unroll
-      for (int j = 0; j < TN; ++j) kb[j] = ld(ks + (tx + 16 * j) * LD + e);
-#pragma unroll
-      for (int u = 0; u < VEC; ++u)
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) s[i][j] += qa[i].v[u] * kb[j].v[u];
-    }
-
+  };
+  const auto scores = [&](int64_t k0) {
+    T s[1][TM][TN];
+    tile_products<T, 1, TM, TN, DP, LD>({qs}, {ks}, ty, tx, s);
     // Every key of the tile exists and is visible to the tile's first row (so to all): no mask.
     const bool full = k0 + BK <= a.nk && k0 + BK - 1 <= pos0;
 #pragma unroll
@@ -265,9 +298,9 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         const int64_t n = k0 + tx + 16 * j;
-        T x = scale * s[i][j] - slope * static_cast<T>(pos - n);
+        T x = scale * s[0][i][j] - slope * static_cast<T>(pos - n);
         if (!full && (n > pos || n >= a.nk)) x = neg_inf<T>();
-        s[i][j] = x;
+        s[0][i][j] = x;
         mx = x > mx ? x : mx;
       }
       mx = max16(mx);
@@ -276,36 +309,20 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
       T sum = T(0);
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        const T p = ex(s[i][j] - mx);
-        s[i][j] = p;
+        const T p = ex(s[0][i][j] - mx);
+        s[0][i][j] = p;
         sum += p;
       }
       l[i] = l[i] * alpha + sum;
 #pragma unroll
-      for (int j = 0; j < TD; ++j) o[i][j] *= alpha;
+      for (int j = 0; j < TD; ++j) o[0][i][j] *= alpha;
 #pragma unroll
-      for (int j = 0; j < TN; ++j) ps[(ty + 16 * i) * LP + tx + 16 * j] = s[i][j];
+      for (int j = 0; j < TN; ++j) ps[(ty + 16 * i) * LP + tx + 16 * j] = s[0][i][j];
     }
-    __syncthreads();
-
-    // o += P V over the tile (rows of V past Nk are zeros, and their P is 0).
-#pragma unroll 2
-    for (int c = 0; c < BK; c += VEC) {
-      Pack<T> pa[TM];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) pa[i] = ld(ps + (ty + 16 * i) * LP + c);
-#pragma unroll
-      for (int u = 0; u < VEC; ++u) {
-        T vv[TD];
-#pragma unroll
-        for (int j = 0; j < TD; ++j) vv[j] = vs[(c + u) * LD + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TD; ++j) o[i][j] += pa[i].v[u] * vv[j];
-      }
-    }
-  }
+  };
+  // o += P V over the tile (rows of V past Nk are zeros, and their P is 0).
+  const auto accumulate = [&] { accumulate_tile<T, 1, TM, TD, BK, LD, LP>({ps}, {vs}, ty, tx, o); };
+  for_each_tile<BK>(0, n_end, load, scores, accumulate);
 
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
@@ -317,7 +334,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
 #pragma unroll
       for (int j = 0; j < TD; ++j) {
         const int e = tx + 16 * j;
-        if (e < a.d) out[e] = o[i][j] * inv;
+        if (e < a.d) out[e] = o[0][i][j] * inv;
       }
       if (tx == 0) a.lse_out[bh * a.nq + qi] = m[i] + lg(total);
     }
@@ -346,7 +363,7 @@ __global__ void attention_delta_kernel(const Attn<T> a, T* delta) {
 template <class T, int DP>
 __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn<T> a) {
   using C = DkvTile<T, DP>;
-  constexpr int TK = C::TK, TQ = C::TQ, TD = C::TD, VEC = C::VEC, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
+  constexpr int TK = C::TK, TQ = C::TQ, TD = C::TD, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* ks = reinterpret_cast<T*>(attn_smem);
   T* vs = ks + BK * LD;
@@ -365,16 +382,13 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
   load_tile<T, BK, DP, LD>(ks, a.k.at(b, k0, h, a.d), a.k.sn, a.nk - k0, a.d);
   load_tile<T, BK, DP, LD>(vs, a.v.at(b, k0, h, a.d), a.v.sn, a.nk - k0, a.d);
 
-  T dk[TK][TD], dv[TK][TD];
+  T acc[2][TK][TD];  // dV, dK (scaled at the end)
 #pragma unroll
   for (int i = 0; i < TK; ++i)
 #pragma unroll
-    for (int j = 0; j < TD; ++j) dk[i][j] = dv[i][j] = T(0);
+    for (int j = 0; j < TD; ++j) acc[0][i][j] = acc[1][i][j] = T(0);
 
-  // Query i sees key k0 when offset + i >= k0.
-  const int64_t first = k0 - a.offset > 0 ? k0 - a.offset : 0;
-  for (int64_t q0 = first / BQ * BQ; q0 < a.nq; q0 += BQ) {
-    __syncthreads();  // the previous tile's readers of qs, gs, ps, dss are done
+  const auto load = [&](int64_t q0) {
     const int64_t rows = a.nq - q0;
     load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
     load_tile<T, BQ, DP, LD>(gs, a.g.at(b, q0, h, a.d), a.g.sn, rows, a.d);
@@ -382,11 +396,11 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
       lse_s[r] = r < rows ? a.lse[bh * a.nq + q0 + r] : T(0);
       del_s[r] = r < rows ? a.delta[bh * a.nq + q0 + r] : T(0);
     }
-    __syncthreads();  // (the first time, also orders the ks, vs loads)
-
+  };
+  const auto scores = [&](int64_t q0) {
     // Scores S = K Q^T and dP = V dO^T, keys ty + 16 i by queries tx + 16 j.
-    T s[TK][TQ], dp[TK][TQ];
-    paired_tile_products<T, TK, TQ, DP, LD>(ks, vs, qs, gs, ty, tx, s, dp);
+    T sdp[2][TK][TQ];
+    tile_products<T, 2, TK, TQ, DP, LD>({ks, vs}, {qs, gs}, ty, tx, sdp);
 #pragma unroll
     for (int i = 0; i < TK; ++i)
 #pragma unroll
@@ -394,39 +408,16 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
         const int c = ty + 16 * i, r = tx + 16 * j;
         const int64_t n = k0 + c, qi = q0 + r, pos = a.offset + qi;
         T p = T(0);
-        if (qi < a.nq && n < a.nk && n <= pos) p = ex(scale * s[i][j] - slope * static_cast<T>(pos - n) - lse_s[r]);
+        if (qi < a.nq && n < a.nk && n <= pos) p = ex(scale * sdp[0][i][j] - slope * static_cast<T>(pos - n) - lse_s[r]);
         ps[c * LP + r] = p;
-        dss[c * LP + r] = p * (dp[i][j] - del_s[r]);
+        dss[c * LP + r] = p * (sdp[1][i][j] - del_s[r]);
       }
-    __syncthreads();
-
-    // dV += P dO, dK += dS Q (scaled at the end), over the tile's queries.
-#pragma unroll 2
-    for (int r = 0; r < BQ; r += VEC) {
-      Pack<T> pa[TK], sa[TK];
-#pragma unroll
-      for (int i = 0; i < TK; ++i) {
-        pa[i] = ld(ps + (ty + 16 * i) * LP + r);
-        sa[i] = ld(dss + (ty + 16 * i) * LP + r);
-      }
-#pragma unroll
-      for (int u = 0; u < VEC; ++u) {
-        T gv[TD], qv[TD];
-#pragma unroll
-        for (int j = 0; j < TD; ++j) {
-          gv[j] = gs[(r + u) * LD + tx + 16 * j];
-          qv[j] = qs[(r + u) * LD + tx + 16 * j];
-        }
-#pragma unroll
-        for (int i = 0; i < TK; ++i)
-#pragma unroll
-          for (int j = 0; j < TD; ++j) {
-            dv[i][j] += pa[i].v[u] * gv[j];
-            dk[i][j] += sa[i].v[u] * qv[j];
-          }
-      }
-    }
-  }
+  };
+  // dV += P dO, dK += dS Q (scaled at the end), over the tile's queries.
+  const auto accumulate = [&] { accumulate_tile<T, 2, TK, TD, BQ, LD, LP>({ps, dss}, {gs, qs}, ty, tx, acc); };
+  // Query i sees key k0 when offset + i >= k0.
+  const int64_t first = k0 - a.offset > 0 ? k0 - a.offset : 0;
+  for_each_tile<BQ>(first / BQ * BQ, a.nq, load, scores, accumulate);
 
 #pragma unroll
   for (int i = 0; i < TK; ++i) {
@@ -437,8 +428,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
     for (int j = 0; j < TD; ++j) {
       const int e = tx + 16 * j;
       if (e < a.d) {
-        a.dk[base + e] = dk[i][j] * scale;
-        a.dv[base + e] = dv[i][j];
+        a.dk[base + e] = acc[1][i][j] * scale;
+        a.dv[base + e] = acc[0][i][j];
       }
     }
   }
@@ -448,7 +439,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
 template <class T, int DP>
 __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T> a, int64_t tiles) {
   using C = DqTile<T, DP>;
-  constexpr int TM = C::TM, TN = C::TN, TD = C::TD, VEC = C::VEC, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
+  constexpr int TM = C::TM, TN = C::TN, TD = C::TD, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qs = reinterpret_cast<T*>(attn_smem);
   T* gs = qs + BQ * LD;
@@ -467,24 +458,24 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
   const T* vbase = a.v.at(b, 0, h, a.d);
   load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
   load_tile<T, BQ, DP, LD>(gs, a.g.at(b, q0, h, a.d), a.g.sn, rows, a.d);
-  T lse_r[TM], del_r[TM], dq[TM][TD];
+  T lse_r[TM], del_r[TM], dq[1][TM][TD];
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int r = ty + 16 * i;
     lse_r[i] = r < rows ? a.lse[bh * a.nq + q0 + r] : T(0);
     del_r[i] = r < rows ? a.delta[bh * a.nq + q0 + r] : T(0);
 #pragma unroll
-    for (int j = 0; j < TD; ++j) dq[i][j] = T(0);
+    for (int j = 0; j < TD; ++j) dq[0][i][j] = T(0);
   }
 
-  for (int64_t k0 = 0; k0 < n_end; k0 += BK) {
-    __syncthreads();  // the previous tile's readers of ks, vs and dss are done
+  const auto load = [&](int64_t k0) {
     load_tile<T, BK, DP, LD>(ks, kbase + k0 * a.k.sn, a.k.sn, a.nk - k0, a.d);
     load_tile<T, BK, DP, LD>(vs, vbase + k0 * a.v.sn, a.v.sn, a.nk - k0, a.d);
-    __syncthreads();
-
-    T s[TM][TN], dp[TM][TN];
-    paired_tile_products<T, TM, TN, DP, LD>(qs, gs, ks, vs, ty, tx, s, dp);
+  };
+  const auto scores = [&](int64_t k0) {
+    // Scores S = Q K^T and dP = dO V^T, queries ty + 16 i by keys tx + 16 j.
+    T sdp[2][TM][TN];
+    tile_products<T, 2, TM, TN, DP, LD>({qs, gs}, {ks, vs}, ty, tx, sdp);
     const bool full = k0 + BK <= a.nk && k0 + BK - 1 <= pos0;
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -493,28 +484,13 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
         const int r = ty + 16 * i, c = tx + 16 * j;
         const int64_t n = k0 + c, pos = pos0 + r;
         T p = T(0);
-        if (r < rows && (full || (n <= pos && n < a.nk))) p = ex(scale * s[i][j] - slope * static_cast<T>(pos - n) - lse_r[i]);
-        dss[r * LP + c] = p * (dp[i][j] - del_r[i]);
+        if (r < rows && (full || (n <= pos && n < a.nk))) p = ex(scale * sdp[0][i][j] - slope * static_cast<T>(pos - n) - lse_r[i]);
+        dss[r * LP + c] = p * (sdp[1][i][j] - del_r[i]);
       }
-    __syncthreads();
-
-#pragma unroll 2
-    for (int c = 0; c < BK; c += VEC) {
-      Pack<T> sa[TM];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) sa[i] = ld(dss + (ty + 16 * i) * LP + c);
-#pragma unroll
-      for (int u = 0; u < VEC; ++u) {
-        T kv[TD];
-#pragma unroll
-        for (int j = 0; j < TD; ++j) kv[j] = ks[(c + u) * LD + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TD; ++j) dq[i][j] += sa[i].v[u] * kv[j];
-      }
-    }
-  }
+  };
+  // dQ += dS K (scaled at the end), over the tile's keys.
+  const auto accumulate = [&] { accumulate_tile<T, 1, TM, TD, BK, LD, LP>({dss}, {ks}, ty, tx, dq); };
+  for_each_tile<BK>(0, n_end, load, scores, accumulate);
 
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
@@ -524,7 +500,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
 #pragma unroll
     for (int j = 0; j < TD; ++j) {
       const int e = tx + 16 * j;
-      if (e < a.d) out[e] = dq[i][j] * scale;
+      if (e < a.d) out[e] = dq[0][i][j] * scale;
     }
   }
 }
