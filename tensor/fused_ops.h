@@ -1,12 +1,18 @@
 #pragma once
-// The results and parameters of the fused ops (tensor/fused.h, tensor/attention.h),
-// a leaf below their front-ends: the kernel interface (tensor/backend.h)
-// takes them without including any front-end. Includes tensor.h only.
+// The fused ops, each declared once: its maths, its argument struct and its
+// lines in the lists below, from which come the kernel interface
+// (PHASOR_FUSED_OPS: tensor/backend.h, tensor/cpu/backend.h, cuda/kernels.h),
+// the raw front-ends' declarations (PHASOR_FUSED_FRONT_ENDS: tensor/fused.h)
+// and the differentiable ops' (PHASOR_DIFFERENTIABLE_FUSED_OPS:
+// autograd/fused.h). A leaf below their front-ends: the lists are text until a
+// header expands them, so the kernel interface takes the structs without
+// including any front-end. Fused causal attention's front-ends are in
+// tensor/attention.h. Includes tensor.h only.
 #include "tensor/tensor.h"
 
 namespace phasor::ops {
 
-// ---- RMSNorm (tensor/fused.h)
+// ---- RMSNorm over the last dim: y = x / sqrt(mean(x^2) + eps) * w
 struct RmsNormResult {
   Tensor y, inv_rms;  // inv_rms: one float per row, saved for backward
 };
@@ -14,19 +20,29 @@ struct RmsNormGrads {
   Tensor dx, dweight;
 };
 
-// ---- SwiGLU
+// ---- SwiGLU's gate: silu(gate) * up, elementwise, same shapes
+// The feed-forward's activation in one pass each way instead of four (silu,
+// its product, and their backwards), never storing silu(gate).
 struct SwigluGrads {
   Tensor dgate, dup;
 };
 
-// ---- cross-entropy; count: the rows whose target is not ignore_index
+// ---- cross-entropy from logits [R, V] and int64 targets [R]
+// Mean (or sum) of -log softmax(logits)[target] over the rows whose target !=
+// ignore_index (count: how many); also returns each row's logsumexp. Its
+// backward: d loss / d logits = (softmax - onehot) * grad / count, where grad
+// is the loss's 0-d gradient and count the forward's (undefined for a sum: no
+// division). Both stay on the device: a GPU backward reads nothing on the host.
 struct CrossEntropyResult {
   Tensor loss, logsumexp;
   Tensor count;  // float64 0-d, on the op's device: the rows counted (target != ignore_index)
 };
 
-// ---- ComplexFormer rotation: delta, phase_bias [H, P] (phase_bias may be
-// undefined), beta [H]; positions start at offset
+// ---- ComplexFormer: Euler transform + adaptive differential rotation
+// z [B, N, H, P] complex; delta, phase_bias [H, P]; beta [H] (real). For head h,
+// position m = offset + n and pair j:
+//   out = r exp(i (delta phi + phase_bias + beta m w_j)),  r = sqrt(|z|^2 + eps), phi = atan2(Im z, Re z).
+// phase_bias may be undefined (keys take none).
 struct CmhaParams {
   Tensor delta, phase_bias, beta;
   int64_t offset = 0;
@@ -37,7 +53,19 @@ struct CmhaGrads {
   Tensor dz, ddelta, dphase_bias, dbeta;
 };
 
-// ---- AdamW: the step's bias corrections precomputed
+// ---- rotary position tables (RoPE / XPos; tensor/fused.h, rotary_table)
+// rotate: z [B, N, H, P] complex times table [N, P] (broadcast over B and H).
+// The backward of a multiplication by a table is the multiplication by its
+// conjugate.
+
+// ---- attention probabilities
+// probs = softmax over keys n <= m + offset of (scale * scores - slope_h (m + offset - n)),
+// scores [B, H, Nq, Nk]; slopes [H] may be undefined (no ALiBi bias). Its
+// backward: d scores = scale * probs * (grad - sum(grad * probs)).
+
+// ---- AdamW over one parameter (PyTorch's formula), in place
+// param, exp_avg, exp_avg_sq contiguous real (complex parameters pass their
+// real views); the step's bias corrections precomputed.
 struct AdamWStep {
   double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2_sqrt;
 };
@@ -57,16 +85,49 @@ struct AttentionGrads {
   Tensor dq, dk, dv;  // contiguous, shaped like q, k, v
 };
 
-// ---- the one list of fused ops ----
+// ---- the lists ----
+// A new fused op: its section above (maths, results) with its Args below and
+// its lines in the three lists; its front-end (tensor/fused.cpp), kernels
+// (tensor/cpu/fused.cpp, cuda/fused.cu) and autograd (autograd/fused.cpp);
+// its cross-backend case and gradcheck (tests/fused_cases.h); a scalar formula
+// both backends share goes in tensor/scalar_math.h (docs/design.md, "Adding a
+// fused op").
+//
+// X(Result, name, (parameters)) for each raw front-end, ops::name (tensor/fused.h):
+// where the arguments are checked and the outputs allocated, on any backend.
+#define PHASOR_FUSED_FRONT_ENDS(X)                                                                                                  \
+  X(RmsNormResult, rms_norm, (const Tensor& x, const Tensor& weight, double eps))                                                 \
+  X(RmsNormGrads, rms_norm_backward, (const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& inv_rms))          \
+  X(Tensor, swiglu, (const Tensor& gate, const Tensor& up))                                                                        \
+  X(SwigluGrads, swiglu_backward, (const Tensor& grad, const Tensor& gate, const Tensor& up))                                      \
+  X(CrossEntropyResult, cross_entropy, (const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool mean))             \
+  X(Tensor, cross_entropy_backward,                                                                                                \
+    (const Tensor& grad, const Tensor& logits, const Tensor& targets, const Tensor& logsumexp, int64_t ignore_index,              \
+     const Tensor& count))                                                                                                        \
+  X(Tensor, rotate, (const Tensor& z, const Tensor& table, bool conjugate_table))                                                  \
+  X(Tensor, cmha_rotate, (const Tensor& z, const CmhaParams& p))                                                                   \
+  X(CmhaGrads, cmha_rotate_backward, (const Tensor& grad, const Tensor& z, const CmhaParams& p))                                   \
+  X(Tensor, attention_softmax, (const Tensor& scores, double scale, int64_t offset, const Tensor& slopes))                          \
+  X(Tensor, attention_softmax_backward, (const Tensor& grad, const Tensor& probs, double scale))                                   \
+  X(void, adamw_step_,                                                                                                             \
+    (const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, const AdamWStep& step))
+
+// X(name, (parameters)) for each differentiable op whose composed reference
+// takes the same arguments: phasor::name and phasor::name_reference
+// (autograd/fused.h), both returning a Tensor. The others are declared there by hand.
+#define PHASOR_DIFFERENTIABLE_FUSED_OPS(X)                                                                      \
+  X(rms_norm, (const Tensor& x, const Tensor& weight, double eps))                                             \
+  X(swiglu, (const Tensor& gate, const Tensor& up))                                                             \
+  X(cross_entropy, (const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100, bool mean = true)) \
+  X(rotate, (const Tensor& z, const Tensor& table))
+
 // X(name, Args) for each kernel: from it come the Backend's methods
 // (virtual void name(const Args&), tensor/backend.h), the CPU and CUDA
 // declarations (tensor/cpu/backend.h, cuda/kernels.h) and the cross-backend
 // cases of tests/test_cuda.cpp, which do not compile while an op lacks one.
-// A new fused op: its Args here, its front-end (tensor/fused.h, fused.cpp),
-// its kernels (tensor/cpu/fused.cpp, cuda/fused.cu), its autograd
-// (autograd/fused.*) and its tests. Operands are contiguous unless stated,
-// parameters in the (real) dtype of the data; the front-ends allocate the
-// outputs (the `out` members) and make the layouts so.
+// Operands are contiguous unless stated, parameters in the (real) dtype of
+// the data; the front-ends allocate the outputs (the `out` members) and make
+// the layouts so.
 #define PHASOR_FUSED_OPS(X)                                   \
   X(rms_norm, RmsNormArgs)                                    \
   X(rms_norm_backward, RmsNormBackwardArgs)                   \

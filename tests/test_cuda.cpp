@@ -569,9 +569,38 @@ TEST_CASE("cuda: uniform and normal draws on the GPU reproduce the CPU's Philox 
 // One cross-backend case per entry of tensor/fused_ops.h's list:
 // CrossBackend<Args>::run() runs that op's front-end on the CPU and on CUDA
 // and compares. The list makes the TEST_CASEs (after the cases below), so a
-// fused op without a specialisation here does not compile.
+// fused op without a specialisation here does not compile. A forward's case
+// also holds the gradcheck of its differentiable op (check_gradients), so that
+// a new fused op's tests are one place: CI runs this suite on every machine,
+// on the simulator where no GPU answers.
 template <class Args>
 struct CrossBackend;
+
+namespace {
+// The gradchecks' inputs, from a stream of their own: the cross-backend cases
+// draw the values they drew before the gradchecks joined them.
+Generator gradcheck_rng(20251202);
+Tensor draw(const Dims& shape, DType dt, double lo = -2.0, double hi = 2.0) { return uniform(shape, lo, hi, dt, &gradcheck_rng); }
+
+// gradcheck of f (float64 / complex128 inputs, drawn on the CPU) with its
+// inputs moved to the CPU and to CUDA (differentiably: gradcheck perturbs
+// leaves on the CPU): the derivative of each backend's kernels against finite
+// differences.
+void check_gradients(const std::string& what, const TensorFunction& f, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_());
+  for (const Device device : {kCPU, G}) {
+    const TensorFunction on_device = [&](const std::vector<Tensor>& in) {
+      std::vector<Tensor> moved;
+      for (const Tensor& t : in) moved.push_back(to(t, device));
+      return to(f(moved), kCPU);
+    };
+    const GradcheckResult r = gradcheck(on_device, leaves);
+    ++checks_done;
+    CHECK_MESSAGE(r.ok, what, " gradcheck on ", device, ": ", r.message);
+  }
+}
+}  // namespace
 
 template <>
 struct CrossBackend<ops::SwigluArgs> {
@@ -581,6 +610,8 @@ struct CrossBackend<ops::SwigluArgs> {
         const Tensor gate = rnd(shape, dt, -12, 12), up = rnd(shape, dt);
         expect_close(ops::swiglu(gate, up), ops::swiglu(on_gpu(gate), on_gpu(up)), "swiglu " + str(shape));
       }
+    check_gradients("swiglu", [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1]); },
+                    {draw({2, 3}, DType::Float64, -4, 4), draw({2, 3}, DType::Float64)});
   }
 };
 
@@ -613,6 +644,8 @@ struct CrossBackend<ops::RmsNormArgs> {  // RMSNorm
         expect_close(ref.y, got.y, "rms_norm y " + str(shape));
         expect_close(ref.inv_rms, got.inv_rms, "rms_norm inv_rms " + str(shape));
       }
+    check_gradients("rms_norm", [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); },
+                    {draw({2, 3}, DType::Float64), draw({3}, DType::Float64)});
   }
 };
 
@@ -655,6 +688,10 @@ struct CrossBackend<ops::CrossEntropyArgs> {
       }
     CHECK_THROWS_WITH_AS(ops::cross_entropy(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(from_vector<int64_t>({0, 3})), -100, true).loss.item<double>(),
                          doctest::Contains("outside [0, 3)"), Error);
+    const Tensor targets = from_vector<int64_t>({0, 2, -100, 1}), targets_gpu = on_gpu(targets);  // one row ignored
+    check_gradients("cross_entropy", [&](const std::vector<Tensor>& in) {
+      return cross_entropy(in[0], in[0].device() == G ? targets_gpu : targets);
+    }, {draw({4, 3}, DType::Float64)});
   }
 };
 
@@ -692,6 +729,9 @@ struct CrossBackend<ops::RotateArgs> {  // rotary tables (RoPE / XPos)
                          std::string("rotate ") + dtype_name(dt) + " " + str(shape));
           }
       }
+    const Tensor table = ops::rotary_table(3, 2, 3, 10000.0, 512.0, 1, DType::Complex128), table_gpu = on_gpu(table);
+    check_gradients("rotate", [&](const std::vector<Tensor>& in) { return rotate(in[0], in[0].device() == G ? table_gpu : table); },
+                    {draw({1, 3, 2, 2}, DType::Complex128)});
   }
 };
 
@@ -732,6 +772,9 @@ struct CrossBackend<ops::CmhaRotateArgs> {  // the ComplexFormer rotation
       const double loose = cmha_tol(z.dtype(), pc.offset + z.size(1));
       expect_close(ops::cmha_rotate(z, pc), ops::cmha_rotate(on_gpu(z), pg), loose, loose, "cmha_rotate " + what);
     });
+    check_gradients("cmha_rotate", [](const std::vector<Tensor>& in) { return cmha_rotate(in[0], in[1], in[2], in[3], 11, 10000.0); },
+                    {draw({1, 3, 2, 2}, DType::Complex128), draw({2, 2}, DType::Float64, 0.5, 1.5), draw({2, 2}, DType::Float64),
+                     draw({2}, DType::Float64, 0.5, 1.5)});
   }
 };
 
@@ -777,6 +820,10 @@ struct CrossBackend<ops::AttentionSoftmaxArgs> {  // causal masking, offsets and
       expect_close(ops::attention_softmax(s, 0.3, offset, slopes),
                    ops::attention_softmax(on_gpu(s), 0.3, offset, slopes.defined() ? on_gpu(slopes) : Tensor()), "attention_softmax " + what);
     });
+    const Tensor slopes = draw({2}, DType::Float64, 0.01, 0.5), slopes_gpu = on_gpu(slopes);  // constants, as in the model
+    check_gradients("attention_softmax", [&](const std::vector<Tensor>& in) {
+      return attention_softmax(in[0], 0.3, 1, in[0].device() == G ? slopes_gpu : slopes);
+    }, {draw({1, 2, 3, 4}, DType::Float64)});
   }
 };
 
@@ -885,6 +932,10 @@ struct CrossBackend<ops::AttentionForwardArgs> {  // fused causal attention agai
         expect_close_at_scale(ref.out, got.out, attention_tol(dt), "causal_attention out " + what);
         expect_close_at_scale(ref.logsumexp, got.logsumexp, attention_tol(dt), "causal_attention logsumexp " + what);
       }
+    const Tensor slopes = draw({1}, DType::Float64, 0.01, 0.5), slopes_gpu = on_gpu(slopes);  // constants, as in the model
+    check_gradients("causal_attention", [&](const std::vector<Tensor>& in) {
+      return causal_attention(in[0], in[1], in[2], 0.5, 1, in[0].device() == G ? slopes_gpu : slopes);
+    }, {draw({1, 2, 1, 2}, DType::Float64), draw({1, 3, 1, 2}, DType::Float64), draw({1, 3, 1, 2}, DType::Float64)});
   }
 };
 
