@@ -90,7 +90,7 @@ AttentionImpl::AttentionImpl(const ModelConfig& config)
       wo(register_module("wo", linear(config.d_model, config.d_model))) {
   // The scheme's own parameters by name and shape; Model::initialize gives their values.
   for (const PositionParameter& p : make_position_scheme(config)->layer_parameters())
-    position_parameters.push_back(register_parameter(p.name, torch::zeros(p.shape)));
+    position_parameters.push_back(register_parameter(p.name, torch::zeros(std::vector<int64_t>(p.shape.begin(), p.shape.end()))));
   if (config.variant().alibi_bias)
     alibi_slopes = register_buffer("alibi_slopes", torch::tensor(torch_ref::alibi_slopes(config.n_heads), torch::kFloat64));
   const auto rotation = kRotations[static_cast<size_t>(config.position)];
