@@ -89,7 +89,7 @@ struct AttentionGrads {
 // A new fused op: its section above (maths, results) with its Args below and
 // its lines in the three lists; its front-end (tensor/fused.cpp), kernels
 // (tensor/cpu/fused.cpp, cuda/fused.cu) and autograd (autograd/fused.cpp);
-// its cross-backend case and gradcheck (tests/fused_cases.h); a scalar formula
+// its cross-backend case with its gradcheck (tests/test_cuda.cpp); a scalar formula
 // both backends share goes in tensor/scalar_math.h (docs/design.md, "Adding a
 // fused op").
 //
