@@ -124,6 +124,7 @@ void gemm_typed(const Tensor& out, const GemmPlan& p) {
 }  // namespace
 
 void gemm(const Tensor& out, const GemmPlan& plan) {
+  PHASOR_CHECK(plan.a.t.dtype() != DType::BFloat16, "matmul: bfloat16 products are not implemented on the CUDA backend yet (use float32)");
   dispatch_inexact(out.dtype(), "matmul", [&]<class T>() { gemm_typed<T>(out, plan); });
 }
 

@@ -75,7 +75,9 @@ class Backend {
   virtual void row_softmax(RowOp op, const Tensor& out, const Tensor& x, int64_t rows, int64_t n) = 0;  // real floating, n > 0
   virtual bool all_finite(const Tensor& x) = 0;                                                         // contiguous real floating
 
-  // ---- linear algebra: out contiguous, k > 0, inexact dtype shared by all three.
+  // ---- linear algebra: out contiguous, k > 0, inexact dtype shared by all
+  // three; or bfloat16 operands with a bfloat16 or float32 `out` (float32
+  // accumulation either way).
   virtual void gemm(const Tensor& out, const GemmPlan& plan) = 0;
 
   // ---- indexing: x, src, out contiguous; index contiguous int64 (1-d for

@@ -50,7 +50,7 @@ GemmOperand gemm_operand(Tensor x, MatOp op, const Dims& batch) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b, std::optional<DType> out_dtype) {
   const Device device = op_device("matmul", a_in, {b_in});
   PHASOR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: 0-d operands (shapes ", a_in.shape(), " and ", b_in.shape(), ")");
   PHASOR_CHECK(a_in.device() == b_in.device(), "matmul: devices differ (", a_in.device(), " and ", b_in.device(), ")");
@@ -59,7 +59,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
   Tensor a = a_vec ? unsqueeze(a_in, 0) : a_in;
   Tensor b = b_vec ? unsqueeze(b_in, 1) : b_in;
   const DType dt = promote(a.dtype(), b.dtype());
-  PHASOR_CHECK(is_inexact(dt), "matmul: not defined for dtype ", dt);
+  PHASOR_CHECK(is_inexact(dt) || dt == DType::BFloat16, "matmul: not defined for dtype ", dt);
+  // bfloat16 products accumulate in float32 and may keep that result (autocast's GEMMs).
+  const DType out_dt = out_dtype.value_or(dt);
+  PHASOR_CHECK(out_dt == dt || (dt == DType::BFloat16 && out_dt == DType::Float32), "matmul: the result of ", dt, " operands can be ",
+               dt, dt == DType::BFloat16 ? " or float32" : "", ", not ", out_dt);
   a = to(a, dt);
   b = to(b, dt);
   const bool ta = op_a != MatOp::None, tb = op_b != MatOp::None;
@@ -77,7 +81,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
     Dims out_shape = batch;
     out_shape.push_back(m);
     out_shape.push_back(n);
-    Tensor flat = matmul(reshape(a, fold_to_matrix(a.shape())), b, MatOp::None, op_b);
+    Tensor flat = matmul(reshape(a, fold_to_matrix(a.shape())), b, MatOp::None, op_b, out_dt);
     Tensor out = reshape(flat, out_shape);
     return b_vec ? squeeze(out, -1) : out;
   }
@@ -85,7 +89,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
   Dims out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = empty(out_shape, dt, device);
+  Tensor out = empty(out_shape, out_dt, device);
   if (out.numel() > 0) {
     if (k == 0) fill_(out, 0.0);
     else backend(device).gemm(out, GemmPlan{gemm_operand(a, op_a, batch), gemm_operand(b, op_b, batch), m, n, k});

@@ -74,7 +74,10 @@ bool all_finite(const Tensor& x);
 
 // ---- linear algebra ----
 // Batched matmul with broadcasting of leading dims: op(a) [.., M, K] x op(b) [.., K, N].
-Tensor matmul(const Tensor& a, const Tensor& b, MatOp op_a = MatOp::None, MatOp op_b = MatOp::None);
+// The result has the operands' promoted dtype; bfloat16 operands accumulate in
+// float32 and give a float32 result when out_dtype says so.
+Tensor matmul(const Tensor& a, const Tensor& b, MatOp op_a = MatOp::None, MatOp op_b = MatOp::None,
+              std::optional<DType> out_dtype = std::nullopt);
 // Re( a b^H ) for real tensors holding interleaved complex pairs along the last dim:
 // equal to a real a b^T, which is what makes rotary attention scores half the cost.
 Tensor matmul_real_part_conj(const Tensor& a, const Tensor& b);

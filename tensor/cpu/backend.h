@@ -45,6 +45,9 @@ class CpuBackend final : public Backend {
 #define PHASOR_FUSED_METHOD(name, Args) void name(const ops::Args& args) override;
   PHASOR_FUSED_OPS(PHASOR_FUSED_METHOD)
 #undef PHASOR_FUSED_METHOD
+
+ private:
+  void gemm_bf16(const Tensor& out, const GemmPlan& plan);  // gemm.cpp: bfloat16 operands
 };
 
 // The one instance; register_cpu() registers it (tensor/backend.cpp calls it).

@@ -1,4 +1,5 @@
-// GEMM on OpenBLAS (float32 on oneDNN where the shape says so: onednn_gemm.h):
+// GEMM on OpenBLAS (float32 on oneDNN where the shape says so, bfloat16 on
+// oneDNN where the CPU has its kernels: onednn_gemm.h):
 // one cblas_?gemm per batch item of the plan that the
 // matmul front-end (tensor/linalg.cpp) made; transposes and conjugate
 // transposes are BLAS flags, never copies. CUDA twin: cuda/gemm.cpp.
@@ -75,9 +76,35 @@ struct Product {
   }
 };
 
+// The elements of a plan's operand, from its first to its last, as a flat
+// float32 copy: the same offsets and leading dimension then address it.
+Tensor widened(CpuBackend& cpu, const GemmOperand& g, int64_t rows, int64_t cols) {
+  const int64_t stored_rows = g.op == BlasOp::N ? rows : cols, stored_cols = g.op == BlasOp::N ? cols : rows;
+  const int64_t span = *std::max_element(g.offsets.begin(), g.offsets.end()) + (stored_rows - 1) * g.ld + stored_cols;
+  Tensor wide = empty({span}, DType::Float32);
+  cpu.copy(wide, as_strided(g.t, {span}, {1}, g.t.offset()));
+  return wide;
+}
+
 }  // namespace
 
+// bfloat16 operands: on oneDNN (float32 accumulation), else widened to
+// float32 and run as float32 (the same products, exact in float32; only the
+// order of the sums may differ), then narrowed if `out` is bfloat16.
+void CpuBackend::gemm_bf16(const Tensor& out, const GemmPlan& p) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (!omp_in_parallel() && onednn_gemm_bf16(out.raw_data(), out.dtype(), p, threads)) return;
+  GemmPlan wide = p;
+  wide.a.t = widened(*this, p.a, p.m, p.k);
+  wide.b.t = widened(*this, p.b, p.k, p.n);
+  if (out.dtype() == DType::Float32) return gemm(out, wide);
+  const Tensor out32 = empty(out.shape(), DType::Float32);
+  gemm(out32, wide);
+  copy(out, out32);
+}
+
 void CpuBackend::gemm(const Tensor& out, const GemmPlan& p) {
+  if (p.a.t.dtype() == DType::BFloat16) return gemm_bf16(out, p);
   dispatch_inexact(out.dtype(), "matmul", [&]<class T>() {
     const T* pa = p.a.t.template data<T>();
     const T* pb = p.b.t.template data<T>();

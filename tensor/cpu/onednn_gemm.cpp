@@ -22,6 +22,7 @@
 #include <omp.h>
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #endif
 
@@ -61,6 +62,8 @@ bool onednn_gemm_f32(float*, const GemmPlan&, int) {
   return false;
 }
 
+bool onednn_gemm_bf16(void*, DType, const GemmPlan&, int) { return false; }
+
 #else
 
 namespace {
@@ -95,53 +98,64 @@ struct Key {
   int64_t batch, m, n, k;
   Layout a, b;
   int threads;
+  memory::data_type in, out;  // the operands' type (both), the result's
   bool operator==(const Key& o) const {
     return batch == o.batch && m == o.m && n == o.n && k == o.k && a.rows == o.a.rows && a.cols == o.a.cols &&
-           a.batch == o.a.batch && b.rows == o.b.rows && b.cols == o.b.cols && b.batch == o.b.batch && threads == o.threads;
+           a.batch == o.a.batch && b.rows == o.b.rows && b.cols == o.b.cols && b.batch == o.b.batch && threads == o.threads &&
+           in == o.in && out == o.out;
   }
 };
 struct KeyHash {
   size_t operator()(const Key& key) const {
     size_t h = 0;
     for (int64_t v : {key.batch, key.m, key.n, key.k, key.a.rows, key.a.cols, key.a.batch, key.b.rows, key.b.cols, key.b.batch,
-                      static_cast<int64_t>(key.threads)})
+                      static_cast<int64_t>(key.threads), static_cast<int64_t>(key.in), static_cast<int64_t>(key.out)})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
 };
 
-memory::desc operand_desc(int64_t batch, int64_t rows, int64_t cols, const Layout& l) {
-  if (batch == 1) return memory::desc({rows, cols}, memory::data_type::f32, {l.rows, l.cols});
-  return memory::desc({l.batch == 0 ? 1 : batch, rows, cols}, memory::data_type::f32, {l.batch, l.rows, l.cols});
+memory::desc operand_desc(int64_t batch, int64_t rows, int64_t cols, const Layout& l, memory::data_type type) {
+  if (batch == 1) return memory::desc({rows, cols}, type, {l.rows, l.cols});
+  return memory::desc({l.batch == 0 ? 1 : batch, rows, cols}, type, {l.batch, l.rows, l.cols});
 }
 
 class OneDnn {
  public:
   // Runs one (batched) product; `a`, `b` point at the first item's operands.
-  void run(const Key& key, const float* a, const float* b, float* c) {
+  // Returns false, having done nothing, when this CPU has no kernel for the
+  // types (bf16 needs AVX-512; oneDNN says "unimplemented" elsewhere).
+  bool run(const Key& key, const void* a, const void* b, void* c) {
     std::lock_guard<std::mutex> lock(mutex_);  // a primitive's scratchpad is its own: one execution at a time
     auto it = cache_.find(key);
     if (it == cache_.end()) {
-      const memory::desc a_md = operand_desc(key.batch, key.m, key.k, key.a);
-      const memory::desc b_md = operand_desc(key.batch, key.k, key.n, key.b);
-      const memory::desc c_md = key.batch == 1 ? memory::desc({key.m, key.n}, memory::data_type::f32, memory::format_tag::ab)
-                                               : memory::desc({key.batch, key.m, key.n}, memory::data_type::f32, memory::format_tag::abc);
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
-      it = cache_.emplace(key, Entry{dnnl::matmul(pd), a_md, b_md, c_md}).first;
+      const memory::desc a_md = operand_desc(key.batch, key.m, key.k, key.a, key.in);
+      const memory::desc b_md = operand_desc(key.batch, key.k, key.n, key.b, key.in);
+      const memory::desc c_md = key.batch == 1 ? memory::desc({key.m, key.n}, key.out, memory::format_tag::ab)
+                                               : memory::desc({key.batch, key.m, key.n}, key.out, memory::format_tag::abc);
+      std::optional<dnnl::matmul> primitive;
+      try {
+        primitive = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine_));
+      } catch (const dnnl::error& e) {
+        if (e.status != dnnl_unimplemented) throw;
+      }
+      it = cache_.emplace(key, Entry{primitive, a_md, b_md, c_md}).first;
     }
     const Entry& e = it->second;
-    memory am(e.a, engine_, const_cast<float*>(a)), bm(e.b, engine_, const_cast<float*>(b)), cm(e.c, engine_, c);
+    if (!e.primitive) return false;
+    memory am(e.a, engine_, const_cast<void*>(a)), bm(e.b, engine_, const_cast<void*>(b)), cm(e.c, engine_, c);
     // oneDNN's OpenMP runtime takes omp_get_max_threads() threads: the caller's count.
     const int saved = omp_get_max_threads();
     if (saved != key.threads) omp_set_num_threads(key.threads);
-    e.primitive.execute(stream_, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    e.primitive->execute(stream_, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream_.wait();
     if (saved != key.threads) omp_set_num_threads(saved);
+    return true;
   }
 
  private:
   struct Entry {
-    dnnl::matmul primitive;
+    std::optional<dnnl::matmul> primitive;  // none: not implemented on this CPU
     memory::desc a, b, c;
   };
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
@@ -160,26 +174,44 @@ bool policy_picks_onednn(const GemmPlan& p) {
   return static_cast<int64_t>(p.a.offsets.size()) * p.m * p.n * p.k >= kOneDnnMinWork;
 }
 
+// The plan as one primitive (a constant-stride batch) or one per item.
+bool run_plan(void* out, const GemmPlan& p, int threads, memory::data_type in, memory::data_type out_type) {
+  const int64_t batch = static_cast<int64_t>(p.a.offsets.size());
+  const int64_t in_size = static_cast<int64_t>(itemsize(p.a.t.dtype())), out_size = out_type == memory::data_type::f32 ? 4 : 2;
+  Layout a = layout_of(p.a), b = layout_of(p.b);
+  const char* pa = static_cast<const char*>(p.a.t.raw_data());
+  const char* pb = static_cast<const char*>(p.b.t.raw_data());
+  char* pc = static_cast<char*>(out);
+  const bool one_primitive = constant_stride(p.a.offsets, &a.batch) && constant_stride(p.b.offsets, &b.batch) &&
+                             (batch == 1 || a.batch != 0);  // oneDNN broadcasts the weights' batch, not the source's
+  if (one_primitive)
+    return onednn().run(Key{batch, p.m, p.n, p.k, a, b, threads, in, out_type}, pa + p.a.offsets[0] * in_size,
+                        pb + p.b.offsets[0] * in_size, pc);
+  a.batch = b.batch = 0;
+  for (int64_t i = 0; i < batch; ++i)
+    if (!onednn().run(Key{1, p.m, p.n, p.k, a, b, threads, in, out_type}, pa + p.a.offsets[i] * in_size, pb + p.b.offsets[i] * in_size,
+                      pc + i * p.m * p.n * out_size))
+      return false;  // only the first item can fail: every item has the same key
+  return true;
+}
+
+bool plan_expressible(const GemmPlan& p) {
+  return p.m > 0 && p.n > 0 && p.k > 0 && p.a.op != BlasOp::C && p.b.op != BlasOp::C;
+}
+
 }  // namespace
 
 bool onednn_available() { return true; }
 
 bool onednn_gemm_f32(float* out, const GemmPlan& p, int threads) {
-  if (p.m == 0 || p.n == 0 || p.k == 0 || p.a.op == BlasOp::C || p.b.op == BlasOp::C || !policy_picks_onednn(p)) return false;
-  const int64_t batch = static_cast<int64_t>(p.a.offsets.size());
-  Layout a = layout_of(p.a), b = layout_of(p.b);
-  const float* pa = p.a.t.data<float>();
-  const float* pb = p.b.t.data<float>();
-  const bool one_primitive = constant_stride(p.a.offsets, &a.batch) && constant_stride(p.b.offsets, &b.batch) &&
-                             (batch == 1 || a.batch != 0);  // oneDNN broadcasts the weights' batch, not the source's
-  if (one_primitive) {
-    onednn().run(Key{batch, p.m, p.n, p.k, a, b, threads}, pa + p.a.offsets[0], pb + p.b.offsets[0], out);
-  } else {
-    a.batch = b.batch = 0;
-    for (int64_t i = 0; i < batch; ++i)
-      onednn().run(Key{1, p.m, p.n, p.k, a, b, threads}, pa + p.a.offsets[i], pb + p.b.offsets[i], out + i * p.m * p.n);
-  }
-  return true;
+  if (!plan_expressible(p) || !policy_picks_onednn(p)) return false;
+  return run_plan(out, p, threads, memory::data_type::f32, memory::data_type::f32);
+}
+
+bool onednn_gemm_bf16(void* out, DType out_dtype, const GemmPlan& p, int threads) {
+  if (!plan_expressible(p) || forced_to(GemmLibrary::OpenBLAS)) return false;
+  return run_plan(out, p, threads, memory::data_type::bf16,
+                  out_dtype == DType::Float32 ? memory::data_type::f32 : memory::data_type::bf16);
 }
 
 #endif

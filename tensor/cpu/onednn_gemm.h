@@ -31,4 +31,10 @@ bool onednn_available();
 // strides are not expressible (the caller then runs OpenBLAS).
 bool onednn_gemm_f32(float* out, const GemmPlan& plan, int threads);
 
+// The same for bfloat16 operands, with float32 accumulation and a float32 or
+// bfloat16 `out`, whatever the size (PHASOR_GEMM=openblas declines it). Returns
+// false also where this CPU has no bf16 kernel in oneDNN (it needs AVX-512):
+// the caller then widens the operands to float32 (gemm.cpp).
+bool onednn_gemm_bf16(void* out, DType out_dtype, const GemmPlan& plan, int threads);
+
 }  // namespace phasor::cpu
