@@ -524,6 +524,40 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
                 });
 }
 
+// y = x op(w) in `compute`: with X, W the rounded operands and G the rounded
+// gradient (all [rows, .] after folding x's batch), dX = G op(W)^T and
+// dW = G^T X (op Transpose: W is [N, K]) or X^T G (op None: W is [K, N]).
+Tensor matmul_in(DType compute, const Tensor& x, const Tensor& w, MatOp op_w, const Tensor& x_rounded, const Tensor& w_rounded) {
+  PHASOR_CHECK(w.dim() == 2 && x.dim() >= 2 && op_w != MatOp::ConjTranspose && !is_complex(x.dtype()) && !is_complex(w.dtype()),
+               "matmul_in: expects a real x [.., M, K] and a 2-d w (op None or Transpose), got ", x.shape(), " and ", w.shape());
+  auto rounded = [compute](const Tensor& t, const Tensor& given, const char* name) {
+    if (!given.defined()) return ops::to(t, compute);
+    PHASOR_CHECK(given.dtype() == compute && given.shape() == t.shape(), "matmul_in: the rounded ", name, " must be ", name, "'s shape in ",
+                 compute);
+    return given;
+  };
+  const Tensor xc = rounded(x, x_rounded, "x"), wc = rounded(w, w_rounded, "w");
+  const Tensor y = ops::matmul(xc, wc, MatOp::None, op_w, DType::Float32);
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  return record("matmul_in", y, {x, w},
+                [xs = need_w ? xc : Tensor(), ws = need_x ? wc : Tensor(), compute, op_w, x_dtype = x.dtype(),
+                 w_dtype = w.dtype()](const Tensor& g) -> Grads {
+                  PHASOR_CHECK(!GradMode::enabled(), "matmul_in: no second order through mixed precision (create_graph)");
+                  const Tensor gc = ops::to(ops::contiguous(g), compute);
+                  Tensor dx, dw;
+                  if (ws.defined())
+                    dx = ops::to(ops::matmul(gc, ws, MatOp::None, op_w == MatOp::None ? MatOp::Transpose : MatOp::None, DType::Float32),
+                                 x_dtype);
+                  if (xs.defined()) {
+                    const Tensor x2 = ops::reshape(xs, fold_to_matrix(xs.shape())), g2 = ops::reshape(gc, fold_to_matrix(gc.shape()));
+                    dw = op_w == MatOp::Transpose ? ops::matmul(g2, x2, MatOp::Transpose, MatOp::None, DType::Float32)
+                                                  : ops::matmul(x2, g2, MatOp::Transpose, MatOp::None, DType::Float32);
+                    dw = ops::to(dw, w_dtype);
+                  }
+                  return {dx, dw};
+                });
+}
+
 // ---------------------------------------------------------------- indexing
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {

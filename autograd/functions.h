@@ -112,6 +112,16 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // ---- linear algebra ----
 Tensor matmul(const Tensor& a, const Tensor& b, MatOp op_a = MatOp::None, MatOp op_b = MatOp::None);
+// x [.., M, K] times op_w(w) [K, N] (w 2-d; op_w None or Transpose) with both
+// operands rounded to `compute` (bfloat16: the weight GEMMs of mixed precision,
+// nn/precision.h), float32 accumulation and result. Backward rounds the
+// incoming gradient likewise and multiplies it with the rounded operands saved
+// by the forward (half the memory of float32 copies); the gradients come back
+// in x's and w's own dtypes. First order only: create_graph is refused.
+// `x_rounded` and `w_rounded`, when given, are x and w already in `compute`
+// (cached copies: nn/precision.h rounds a layer input shared by Q, K and V once).
+Tensor matmul_in(DType compute, const Tensor& x, const Tensor& w, MatOp op_w = MatOp::None, const Tensor& x_rounded = Tensor(),
+                 const Tensor& w_rounded = Tensor());
 
 // ---- indexing ----
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);

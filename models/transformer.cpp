@@ -6,6 +6,7 @@
 #include "autograd/functions.h"
 #include "autograd/fused.h"
 #include "autograd/grad_mode.h"
+#include "nn/precision.h"
 
 namespace phasor {
 
@@ -178,7 +179,7 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr, origin);
   if (cache) cache->length += n;
   const Tensor& head = config_.tie_embeddings ? tok_emb_->weight : lm_head_->weight;
-  return matmul(norm_->forward(x), head, MatOp::None, MatOp::Transpose);
+  return nn::weight_product(norm_->forward(x), head);
 }
 
 Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) const {

@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "autograd/fused.h"
 #include "autograd/grad_mode.h"
+#include "nn/precision.h"
 
 namespace phasor::nn {
 
@@ -25,7 +26,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype, Generator* 
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  Tensor y = matmul(x, weight, MatOp::None, MatOp::Transpose);
+  Tensor y = weight_product(x, weight);  // bfloat16 under mixed precision (nn/precision.h)
   return bias.defined() ? y + bias : y;
 }
 

@@ -1,0 +1,55 @@
+#pragma once
+// Mixed precision: the policy that says which of a model's ops compute in
+// bfloat16, written once for every backend (the CUDA path reads the same
+// table), and the scope that turns it on for a forward pass.
+//
+// Under Precision::BFloat16 the weight GEMMs (the Q/K/V/O projections, the
+// SwiGLU and the output head) round their operands to bfloat16 and accumulate
+// in float32, forward and backward. Everything whose accuracy the model rests
+// on stays float32: the CMHA and rotary phases (atan2, the angle sums,
+// sin/cos of phases in the thousands of radians), attention's scores and
+// softmax, RMSNorm, the loss, the gradients' reduction, the optimizer's state
+// and the master weights. A checkpoint is float32 either way, so a run may
+// change precision when it resumes.
+#include <string_view>
+
+#include "tensor/tensor.h"
+
+namespace phasor::nn {
+
+enum class Precision { Float32, BFloat16 };
+const char* precision_name(Precision p);  // "float32", "bf16"
+Precision parse_precision(std::string_view name);  // the inverse; throws phasor::Error naming both
+
+// The kinds of op a model is made of, as the policy sees them.
+enum class OpClass {
+  WeightGemm,  // x W^T of a linear layer or of the output head
+  Rotation,    // the CMHA and rotary phases
+  Attention,   // scores, softmax, the weighted sum of values
+  Norm,        // RMSNorm, LayerNorm
+  Loss,        // cross-entropy
+  Optimizer,   // the gradients' reduction, AdamW and its state
+};
+
+// The dtype an op of `op` computes in under `precision` (the policy).
+DType compute_dtype(Precision precision, OpClass op);
+
+// The precision of this thread's forward passes: float32 unless a scope says otherwise.
+Precision current_precision();
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision precision);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision saved_;
+};
+
+// x W^T for a weight W [out, in], in the dtype the policy gives weight GEMMs
+// now; a product of fewer than 2^16 multiply-adds (decoding a token) stays
+// float32, where bfloat16 saves nothing.
+Tensor weight_product(const Tensor& x, const Tensor& weight);
+
+}  // namespace phasor::nn
