@@ -27,6 +27,7 @@
 #include "models/model_io.h"
 #include "models/probe.h"
 #include "nn/atomic_file.h"
+#include "nn/precision.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 
@@ -61,6 +62,8 @@ void validate(const TrainOptions& o) {
   PHASOR_CHECK(o.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.lr, "train: need 0 <= min_lr <= lr and lr > 0 (lr ", o.lr, ", min_lr ", o.min_lr, ")");
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
   PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");
+  PHASOR_CHECK(o.precision == "float32" || o.precision == "bf16", "train: precision must be 'float32' or 'bf16', got '", o.precision, "'");
+  PHASOR_CHECK(o.precision == "float32" || o.device == "cpu", "train: --precision bf16 runs on the CPU only so far (the CUDA backend has no bfloat16 GEMMs yet)");
 }
 
 // ---------------------------------------------------------------- the run
@@ -279,6 +282,7 @@ TrainSummary run_loop(Run& run) {
   bool save_due = false;  // a --ckpt-every save that fell on a skipped step
   const fault::NanSteps nan_steps = fault::nan_steps_from_environment();
 
+  const nn::PrecisionScope precision(nn::parse_precision(o.precision));  // the forward passes; backward follows what they recorded
   while (run.step < o.steps) {
     if (distributed ? stop_agreed : interrupted.load()) {
       if (root) std::fprintf(stderr, "\ninterrupted: saving a checkpoint at step %ld\n", static_cast<long>(run.step));
@@ -408,7 +412,7 @@ TrainSummary train(const TrainOptions& options) {
   return run_loop(run);
 }
 
-TrainSummary resume(const std::string& run_dir, int64_t total_steps) {
+TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::string& precision) {
   const std::string dir = latest_checkpoint(run_dir);
   PHASOR_CHECK(!dir.empty(), "resume: '", run_dir, "' has no checkpoint (no 'latest' file)");
   nn::TrainingCheckpoint ckpt = nn::load_training_checkpoint(dir);
@@ -424,6 +428,8 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps) {
                "; resume with the same number of ranks (the global batch and each rank's data shard depend on it)");
   options.run_dir = run_dir;
   if (total_steps > 0) options.steps = total_steps;
+  if (!precision.empty()) options.precision = precision;  // float32 weights either way: a run may change precision
+  validate(options);
   // The file must be a Phasor model (as info, eval and generate require), its
   // tensors must match the config before a model of the config's size is built,
   // and it must be the model of this run: any safetensors file whose names and

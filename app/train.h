@@ -36,6 +36,7 @@ struct TrainOptions {
   int threads = 0;             // 0: all cores
   bool log_heads = false;      // per-head CMHA statistics in the log
   std::string device = "cpu";  // cpu or cuda (the CUDA backend, one GPU)
+  std::string precision = "float32";  // float32 or bf16 (nn/precision.h); a resumed run may change it
 };
 
 // The fields besides `model` (whose own are kModelConfigFields), in the order of
@@ -63,6 +64,8 @@ inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
     {"max_bad_steps", &TrainOptions::max_bad_steps, Bound::Positive,     kMaxCount, "stop after this many NaN/Inf steps in a row"},
     {"threads",       &TrainOptions::threads,       Bound::NonNegative,  1024,      "CPU threads (0: all cores; at most 1024, and no more than the cores available)"},
     {"device",        &TrainOptions::device,        Bound::Any,          0,         "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)"},
+    {"precision",     &TrainOptions::precision,     Bound::Any,          0,
+     "float32|bf16: bf16 runs the weight GEMMs in bfloat16 with float32 accumulation (mixed precision; may change on --resume)"},
     {"log_heads",     &TrainOptions::log_heads,     Bound::Any,          1,
      "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform", Flag::Switch},
 };
@@ -85,8 +88,9 @@ struct TrainSummary {
 // Trains from scratch into options.run_dir (which must not hold a checkpoint yet).
 TrainSummary train(const TrainOptions& options);
 // Continues the run in run_dir exactly where its latest checkpoint left it;
-// `more_steps` > 0 raises the total step count.
-TrainSummary resume(const std::string& run_dir, int64_t total_steps = 0);
+// `total_steps` > 0 raises the total step count; a non-empty `precision`
+// (float32, bf16) replaces the run's: the weights are float32 either way.
+TrainSummary resume(const std::string& run_dir, int64_t total_steps = 0, const std::string& precision = "");
 
 // The latest complete checkpoint folder of a run ("" if none).
 std::string latest_checkpoint(const std::string& run_dir);

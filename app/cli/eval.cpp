@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/command.h"
+#include "app/cli/precision_flag.h"
 #include "app/evaluate.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
@@ -27,9 +28,11 @@ class Eval final : public Command {
     flags.option("--arith-problems", arith_problems_, "also score this many held-out arithmetic problems by greedy exact match (at most 100000)")
         .within(int64_t{0}, int64_t{100'000});
     flags.flag("--json", json_, "print one JSON object");
+    precision_.add(flags);
   }
 
   int run(const Flags&) override {
+    const nn::PrecisionScope precision(precision_.value());
     const auto model = load_model(checkpoint_);
     check_positions_fit(model->config(), seq_len_, "eval: --seq-len");
     const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data_)), seq_len_, max_windows_, batch_);
@@ -47,6 +50,7 @@ class Eval final : public Command {
   }
 
  private:
+  PrecisionFlag precision_;
   std::string checkpoint_, data_;
   int64_t seq_len_ = 128, max_windows_ = 0, batch_ = 8, arith_problems_ = 0;
   bool json_ = false;

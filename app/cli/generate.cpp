@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "app/cli/command.h"
+#include "app/cli/precision_flag.h"
 #include "app/cli/standard_output.h"
 #include "app/evaluate.h"
 #include "models/model_io.h"
@@ -23,9 +24,11 @@ class Generate final : public Command {
     flags.option("--temperature", sample_.temperature, "sampling temperature (default 0.8; 0: greedy; at most 1000)").finite_within(0, 1000);
     flags.option("--top-k", sample_.top_k, "sample from the K likeliest tokens only (default 0: all)").within(int64_t{0}, int64_t{1} << 31);
     flags.option("--seed", sample_.seed, "seed of the sampling (default 0)");
+    precision_.add(flags);
   }
 
   int run(const Flags&) override {
+    const nn::PrecisionScope precision(precision_.value());
     const auto model = load_model(checkpoint_);
     const std::vector<int64_t> ids = encode_prompt(prompt_, model->config().vocab_size);
     // The prompt is echoed once generation has started, so a refusal prints nothing on stdout.
@@ -45,6 +48,7 @@ class Generate final : public Command {
   }
 
  private:
+  PrecisionFlag precision_;
   std::string checkpoint_, prompt_;
   SampleOptions sample_;
 };

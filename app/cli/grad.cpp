@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/command.h"
+#include "app/cli/precision_flag.h"
 #include "app/gradient.h"
 #include "app/output_path.h"
 #include "models/data/corpus.h"
@@ -27,9 +28,11 @@ class Grad final : public Command {
     flags.option("--out", out_, "output .safetensors (F32, the checkpoint's parameter names)").required();
     flags.flag("--json", json_, "print the loss and every gradient's 2-norm as one JSON object");
     flags.flag("--activations", activations_, "also write dL/dr and dL/dphi at each layer's Euler transform (complexformer only)");
+    precision_.add(flags);
   }
 
   int run(const Flags&) override {
+    const nn::PrecisionScope precision(precision_.value());
     check_output_path("grad", "--out", out_, {{"--checkpoint", checkpoint_}, {"--data", data_}});
     const auto model = load_model(checkpoint_);
     const WindowGradients g = window_gradients(*model, ByteTokenizer().encode(load_text(data_)), seq_len_, window_, activations_);
@@ -45,6 +48,7 @@ class Grad final : public Command {
   }
 
  private:
+  PrecisionFlag precision_;
   std::string checkpoint_, data_, out_;
   int64_t seq_len_ = 128, window_ = 0;
   bool json_ = false, activations_ = false;

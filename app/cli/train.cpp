@@ -70,14 +70,15 @@ class Train final : public Command {
     init_distributed(dist_);
     if (!resume_dir_.empty())  // a resumed run is the checkpoint's run: only its length may change
       for (const std::string& name : flags.given())
-        PHASOR_CHECK(name == "--resume" || name == "--steps" || name == "--distributed" || name == "--dist-timeout",  // how to run, not what
-                     "train: ", name, " cannot be combined with --resume (the run continues with its own options; only --steps may change)");
+        PHASOR_CHECK(name == "--resume" || name == "--steps" || name == "--precision" || name == "--distributed" ||
+                         name == "--dist-timeout",  // how to run, not what
+                     "train: ", name, " cannot be combined with --resume (the run continues with its own options; only --steps and --precision may change)");
     field_flags_.apply();
     if (resume_dir_.empty())  // the run's own files must not replace its data or config
       for (const char* file : {"config.json", "validation.txt", "log.jsonl", "latest"})
         refuse_output_over_inputs("train", "the run file", options_.run_dir + "/" + file,
                                   {{"--data", options_.data}, {"--config", config_file_}});
-    const TrainSummary s = resume_dir_.empty() ? train(options_) : resume(resume_dir_, flags.count("--steps") ? options_.steps : 0);
+    const TrainSummary s = resume_dir_.empty() ? train(options_) : resume(resume_dir_, flags.count("--steps") ? options_.steps : 0, flags.count("--precision") ? options_.precision : "");
     const auto loss_text = [](bool computed, double loss) {
       char text[32] = "not computed";
       if (computed) std::snprintf(text, sizeof text, "%.4f", loss);
