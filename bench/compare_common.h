@@ -47,6 +47,7 @@ struct Options {
   int64_t warmup = 2, reps = 5;
   uint64_t seed = 0;
   double lr = 1e-3, weight_decay = 0.1;
+  std::string precision = "float32";  // train/eval/generate: float32, or bf16 mixed precision (Phasor's policy, LibTorch's CPU autocast)
 };
 
 // Parses argv; returns false (after printing) on --help or an error, with *exit_code set.
@@ -72,6 +73,8 @@ inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit
   app.add_option("--seed", o.seed);
   app.add_option("--lr", o.lr);
   app.add_option("--weight-decay", o.weight_decay);
+  app.add_option("--precision", o.precision, "float32|bf16: bf16 runs the model under mixed precision (Phasor: nn/precision.h; LibTorch: CPU autocast to bfloat16)")
+      ->check(CLI::IsMember({"float32", "bf16"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -189,6 +192,7 @@ inline void emit(const char* impl, const Options& o, const Timings& t, double ba
                       {"batch", o.workload == "generate" ? 1 : o.batch},
                       {"threads", o.threads},
                       {"blas_threads", o.blas_threads},
+                      {"precision", o.precision},
                       {"tokens_per_rep", tokens_per_rep(o)},
                       {"times_ms", t.wall_ms},
                       {"median_ms", med},

@@ -7,6 +7,7 @@
 #include "tensor/startup.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "phasor.h"
 
 using namespace phasor;
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
       });
     } else {
       const CausalLM model(config_of(o), o.seed);
+      const nn::PrecisionScope precision(nn::parse_precision(o.precision));
       if (o.workload == "train") {
         nn::AdamW opt({{model.decayed_parameters(), o.weight_decay, 1.0}, {model.undecayed_parameters(), 0.0, 1.0}},
                       nn::AdamWOptions{o.lr, 0.9, 0.95, 1e-8});

@@ -8,6 +8,7 @@
 // tensors, and each new token only computes its own query, key and value. At
 // the end the last cached logits are checked against a full forward pass of the
 // whole sequence ("cache_check_max_abs_diff" in the JSON line).
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <cblas.h>
@@ -139,6 +140,29 @@ torch::Tensor cached_forward(T::Model& m, const torch::Tensor& tokens, Cache& ca
   return c.tie_embeddings ? torch::nn::functional::linear(x, m.tok_emb->weight) : m.lm_head(x);
 }
 
+// LibTorch's CPU autocast to bfloat16 around a forward pass, as torch.autocast("cpu")
+// does: its cache of cast weights is dropped when the outermost scope ends, so
+// the next step casts the updated weights. Backward runs outside, as PyTorch advises.
+class Autocast {
+ public:
+  explicit Autocast(bool on) : on_(on) {
+    if (!on_) return;
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~Autocast() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(false);
+  }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool on_;
+};
+
 int64_t greedy(const torch::Tensor& logits) { return logits.select(0, 0).select(0, -1).argmax().item<int64_t>(); }
 
 }  // namespace
@@ -179,6 +203,7 @@ int main(int argc, char** argv) {
       });
     } else {
       T::Model model(config_of(o), o.seed);
+      const bool bf16 = o.precision == "bf16";
       if (o.workload == "train") {
         auto opt = make_optimizer(model, o);
         auto windows = torch::randint(0, 256, {o.batch, o.seq_len + 1}, torch::kLong);
@@ -186,7 +211,11 @@ int main(int argc, char** argv) {
         double loss = 0;
         ms = C::time_runs(o, [&] {
           opt.zero_grad();
-          auto l = model.loss(inputs, targets);
+          torch::Tensor l;
+          {
+            const Autocast autocast(bf16);
+            l = model.loss(inputs, targets);
+          }
           l.backward();
           opt.step();
           loss = l.item<double>();
@@ -198,6 +227,7 @@ int main(int argc, char** argv) {
         double loss = 0;
         ms = C::time_runs(o, [&] {
           torch::NoGradGuard no_grad;
+          const Autocast autocast(bf16);
           loss = model.loss(inputs, targets).item<double>();
         });
         extra["last_loss"] = loss;
@@ -207,6 +237,7 @@ int main(int argc, char** argv) {
         std::vector<int64_t> out;
         torch::Tensor last_logits;
         ms = C::time_self_timed_runs(o, [&] {
+          const Autocast autocast(bf16);
           Cache cache = make_cache(model, 1, o.prompt + o.new_tokens);
           auto logits = cached_forward(model, prompt, cache);
           out.clear();
