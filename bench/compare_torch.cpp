@@ -106,8 +106,10 @@ torch::Tensor cached_attention(T::AttentionImpl& a, const torch::Tensor& x, Cach
     q = rotate_rope(q, offset, c.rope_base);
     k = rotate_rope(k, offset, c.rope_base);
   } else if (c.position == Position::ComplexFormer) {
-    q = rotate_cmha(q, a.delta, &a.phase_bias, a.beta, offset, c.rope_base);
-    k = rotate_cmha(k, a.delta, nullptr, a.beta, offset, c.rope_base);
+    // The scheme's parameters in models/positions.h's order: delta, phase_bias, beta.
+    const auto &delta = a.position_parameters.at(0), &phase_bias = a.position_parameters.at(1), &beta = a.position_parameters.at(2);
+    q = rotate_cmha(q, delta, &phase_bias, beta, offset, c.rope_base);
+    k = rotate_cmha(k, delta, nullptr, beta, offset, c.rope_base);
   } else {
     TORCH_CHECK(!c.is_rotary(), "compare_torch generate: no cached path for position ", c.position);
   }
