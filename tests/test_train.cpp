@@ -167,7 +167,8 @@ TEST_CASE("train --precision bf16: finite losses near float32's, float32 checkpo
   // The checkpoint is float32: resume in float32, then back in bf16.
   const Cli b = phasor_cli("train --resume " + quote(bf16) + " --steps 15 --precision float32");
   REQUIRE_MESSAGE(b.status == 0, b.err);
-  CHECK(Json::parse(read_bytes(latest_folder(bf16) / "state.json")).at("options").at("precision") == "float32");
+  // float32, the default, is left out: the config is byte for byte what earlier versions wrote.
+  CHECK(!Json::parse(read_bytes(latest_folder(bf16) / "state.json")).at("options").contains("precision"));
   const Cli c = phasor_cli("train --resume " + quote(bf16) + " --steps 20 --precision bf16");
   REQUIRE_MESSAGE(c.status == 0, c.err);
   CHECK(latest_folder(bf16).filename() == "ckpt-00000020");
