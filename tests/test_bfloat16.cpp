@@ -265,7 +265,9 @@ TEST_CASE("bf16: safetensors BF16 holds the bits little-endian, and reads back w
     for (uint16_t x : v) s += {static_cast<char>(x & 0xff), static_cast<char>(x >> 8)};
     return s;
   };
-  for (const auto& [name, r] : c.tensors) {
+  for (const auto& entry : c.tensors) {  // not a structured binding: clang 14 cannot capture one in CAPTURE's lambda
+    const std::string& name = entry.first;
+    const auto& r = entry.second;
     CAPTURE(name);
     CHECK(r.dtype == "BF16");
     if (name == "w") {

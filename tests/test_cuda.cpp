@@ -503,7 +503,9 @@ TEST_CASE("cuda: a bad index is raised at the next synchronisation with the CPU'
       {"scatter_add", [&](bool g) { return ops::scatter_add({3, 4}, 1, g ? on_gpu(idx2) : idx2, g ? on_gpu(src2) : src2); }},
       {"cross_entropy", [&](bool g) { return ops::cross_entropy(g ? on_gpu(logits) : logits, g ? on_gpu(targets) : targets, -100, true).loss; }},
   };
-  for (const auto& [name, op] : cases) {
+  for (const auto& entry : cases) {  // not a structured binding: clang 14 cannot capture one in a lambda
+    const char* name = entry.first;
+    const auto& op = entry.second;
     const std::string cpu = error_of([&] { op(false); });
     REQUIRE_MESSAGE(cpu.find(name) != std::string::npos, cpu);
     Tensor deferred;
