@@ -149,8 +149,17 @@ struct RandomFn {
   }
 };
 
+// The step's bias corrections come from the device (`schedule`: {apply, bc1,
+// bc2_sqrt}, nn::AdamW's) when given, else from the host.
 template <class T>
-__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, scalar::AdamWConstants<T> c) {
+__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, scalar::AdamWHyper h, double bc1, double bc2_sqrt,
+                             const double* schedule) {
+  if (schedule) {
+    if (schedule[0] == 0.0) return;
+    bc1 = schedule[1];
+    bc2_sqrt = schedule[2];
+  }
+  const scalar::AdamWConstants<T> c = h.constants<T>(bc1, bc2_sqrt);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     T pi = p[i], mi = m[i], vi = v[i];
@@ -255,23 +264,18 @@ void launch_random(DType real, bool normal, double a, double b, uint64_t seed, u
 }
 
 // AdamW on contiguous real arrays (CPU: tensor/cpu/fused.cpp).
-void launch_adamw(DType t, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n, double lr, double weight_decay,
-                  double beta1, double beta2, double eps, double bias_correction1, double bias_correction2_sqrt) {
+void adamw_step(const ops::AdamWArgs& a) {
+  const int64_t n = a.param.numel();
   if (n == 0) return;
-  dispatch_real(t, "AdamW", [&]<class T>() {
-    const scalar::AdamWConstants<T> c{static_cast<T>(1.0 - lr * weight_decay), static_cast<T>(beta1),       static_cast<T>(beta2),
-                                      static_cast<T>(1.0 - beta1),             static_cast<T>(1.0 - beta2), static_cast<T>(eps),
-                                      static_cast<T>(bias_correction2_sqrt),   static_cast<T>(lr / bias_correction1)};
-    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), adamw_kernel<T>)(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
-                                                            static_cast<T*>(exp_avg_sq), n, c);
+  const ops::AdamWStep& s = a.step;
+  const scalar::AdamWHyper hyper{s.lr, s.weight_decay, s.beta1, s.beta2, s.eps};
+  const double* schedule = s.schedule.defined() ? static_cast<const double*>(s.schedule.raw_data()) : nullptr;
+  dispatch_real(a.param.dtype(), "AdamW", [&]<class T>() {
+    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), adamw_kernel<T>)(
+        static_cast<T*>(a.param.raw_data()), static_cast<const T*>(a.grad.raw_data()), static_cast<T*>(a.exp_avg.raw_data()),
+        static_cast<T*>(a.exp_avg_sq.raw_data()), n, hyper, s.bias_correction1, s.bias_correction2_sqrt, schedule);
     check_launch("adamw_step_");
   });
-}
-
-void adamw_step(const ops::AdamWArgs& a) {
-  const ops::AdamWStep& s = a.step;
-  launch_adamw(a.param.dtype(), a.param.raw_data(), a.grad.raw_data(), a.exp_avg.raw_data(), a.exp_avg_sq.raw_data(), a.param.numel(), s.lr,
-               s.weight_decay, s.beta1, s.beta2, s.eps, s.bias_correction1, s.bias_correction2_sqrt);
 }
 
 }  // namespace phasor::gpu

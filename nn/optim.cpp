@@ -21,19 +21,32 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : options_(op
     }
 }
 
-void AdamW::step() {
+void AdamW::step(const Tensor& take) {
   NoGradGuard no_grad;
-  ++step_;
-  const double bc1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
-  const double bc2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(step_)));
+  if (slots_.empty()) return;
+  const Device device = slots_.front().param.device();
+  const auto on_device = [&](double v) { return scalar_tensor(v, DType::Float64, device); };
+  if (!count_.defined()) count_ = on_device(static_cast<double>(loaded_steps_));
+  const Tensor apply = take.defined() ? ops::to(take, DType::Float64) : on_device(1.0);
+  PHASOR_CHECK(apply.numel() == 1 && apply.device() == device, "AdamW: step's condition must be one element on the parameters' device ",
+               device, ", got ", apply.shape(), " on ", apply.device());
+  ops::binary_(ops::Binary::Add, count_, ops::reshape(apply, {}));
+  // 1 - beta^t in float64, as the host computed it (the same pow, on the CPU the same bits).
+  const auto correction = [&](double beta) {
+    return ops::binary(ops::Binary::Sub, on_device(1.0), ops::binary(ops::Binary::Pow, on_device(beta), count_));
+  };
+  const Tensor schedule = ops::stack({ops::reshape(apply, {}), correction(options_.beta1),
+                                      ops::unary(ops::Unary::Sqrt, correction(options_.beta2))}, 0);
   for (Slot& s : slots_) {
     const Tensor grad = s.param.grad();
     if (!grad.defined()) continue;
     const double lr = options_.lr * s.lr_scale;
     const Tensor p = real_view(s.param), g = real_view(grad), m = real_view(s.exp_avg), v = real_view(s.exp_avg_sq);
-    ops::adamw_step_(p, g, m, v, {lr, s.weight_decay, options_.beta1, options_.beta2, options_.eps, bc1, bc2_sqrt});
+    ops::adamw_step_(p, g, m, v, {lr, s.weight_decay, options_.beta1, options_.beta2, options_.eps, 0.0, 0.0, schedule});
   }
 }
+
+int64_t AdamW::steps() const { return count_.defined() ? static_cast<int64_t>(count_.item<double>()) : loaded_steps_; }
 
 void AdamW::zero_grad() const {
   for (const Slot& s : slots_) s.param.zero_grad();
@@ -57,7 +70,8 @@ void AdamW::load_state(const StateDict& state, int64_t step) {
                    ", expected ", target.shape());
       ops::copy_(target, it->second);
     }
-  step_ = step;
+  loaded_steps_ = step;
+  count_ = Tensor();
 }
 
 SGD::SGD(NamedTensors params, double lr, double momentum, double weight_decay)

@@ -25,12 +25,17 @@ struct AdamWOptions {
 class AdamW {
  public:
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options);
-  // One step over every parameter with a gradient (PyTorch's formula, in its order of operations).
-  void step();
+  // One step over every parameter with a gradient (PyTorch's formula, in its
+  // order of operations), taken only where `take` (a bool or 0/1 scalar on the
+  // parameters' device; undefined: always) holds. As in PyTorch's capturable
+  // Adam, the decision, the step count and the bias corrections stay on the
+  // device: a GPU training loop that skips non-finite steps never waits to
+  // learn whether this one was (app/train.cpp).
+  void step(const Tensor& take = Tensor());
   void zero_grad() const;
   void set_lr(double lr) { options_.lr = lr; }
   double lr() const { return options_.lr; }
-  int64_t steps() const { return step_; }
+  int64_t steps() const;  // steps taken (on a GPU, reading it waits for the device)
 
   // Moments by parameter name ("exp_avg.<name>", "exp_avg_sq.<name>") and the step count, for checkpoints.
   StateDict state() const;
@@ -44,7 +49,8 @@ class AdamW {
   };
   std::vector<Slot> slots_;
   AdamWOptions options_;
-  int64_t step_ = 0;
+  int64_t loaded_steps_ = 0;  // the count until the first step puts it on the device
+  Tensor count_;              // float64 scalar on the parameters' device: steps taken
 };
 
 class SGD {

@@ -65,9 +65,14 @@ struct CmhaGrads {
 
 // ---- AdamW over one parameter (PyTorch's formula), in place
 // param, exp_avg, exp_avg_sq contiguous real (complex parameters pass their
-// real views); the step's bias corrections precomputed.
+// real views); the step's bias corrections precomputed. When `schedule` is
+// defined (a contiguous float64 [3] on the parameter's device: {apply,
+// bias_correction1, bias_correction2_sqrt}), the kernel reads the corrections
+// there instead, and leaves everything as it was where apply is 0: the device
+// decides whether a step is taken, so the host never waits to know (nn::AdamW).
 struct AdamWStep {
   double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2_sqrt;
+  Tensor schedule;
 };
 
 // ---- fused causal attention (tensor/attention.h): query row i sits at

@@ -175,6 +175,17 @@ template <class T>
 struct AdamWConstants {
   T decay, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, bias_correction2_sqrt, step_size;
 };
+// A step's hyperparameters in float64, as the host has them; the constants in T
+// from them and the step's bias corrections (given here, or read on the device).
+struct AdamWHyper {
+  double lr, weight_decay, beta1, beta2, eps;
+  template <class T>
+  PHASOR_SCALAR AdamWConstants<T> constants(double bias_correction1, double bias_correction2_sqrt) const {
+    return {static_cast<T>(1.0 - lr * weight_decay), static_cast<T>(beta1),  static_cast<T>(beta2),
+            static_cast<T>(1.0 - beta1),             static_cast<T>(1.0 - beta2), static_cast<T>(eps),
+            static_cast<T>(bias_correction2_sqrt),   static_cast<T>(lr / bias_correction1)};
+  }
+};
 template <class T>
 PHASOR_SCALAR void adamw_update(T& p, T g, T& m, T& v, const AdamWConstants<T>& c) {
   p *= c.decay;

@@ -676,6 +676,38 @@ TEST_CASE("AdamW: two steps against the formula; decay on one group only; comple
   CHECK(values(st.at("exp_avg.frozen")) == std::vector<double>{0.0});
 }
 
+TEST_CASE("AdamW: a step the device declines (take false) changes nothing, and the steps taken count as if it never came") {
+  Generator gen(43);
+  const Tensor start = randn({5, 3}, DType::Float32, &gen);
+  std::vector<Tensor> gs;
+  for (int i = 0; i < 3; ++i) gs.push_back(randn({5, 3}, DType::Float32, &gen));
+  const nn::AdamWOptions o{0.05, 0.9, 0.95, 1e-8};
+  Tensor p1 = start.clone(), p2 = start.clone();
+  p1.requires_grad_();
+  p2.requires_grad_();
+  nn::AdamW plain({{{{"p", p1}}, 0.1, 1.0}}, o), declining({{{{"p", p2}}, 0.1, 1.0}}, o);
+  const Tensor yes = scalar_tensor(1.0, DType::Bool), no = scalar_tensor(0.0, DType::Bool);
+  for (int i = 0; i < 3; ++i) {
+    p1.set_grad(gs[i]);
+    plain.step();
+    p2.set_grad(gs[i]);
+    declining.step(yes);
+    if (i == 1) {  // a declined step between the second and third: a NaN gradient that must not land
+      const std::vector<double> before = values(p2), m_before = values(declining.state().at("exp_avg.p"));
+      p2.set_grad(full({5, 3}, NAN));
+      declining.step(no);
+      CHECK(values(p2) == before);
+      CHECK(values(declining.state().at("exp_avg.p")) == m_before);
+      CHECK(declining.steps() == 2);
+    }
+  }
+  CHECK(declining.steps() == 3);
+  CHECK(values(p1) == values(p2));  // the same bias corrections: bit for bit
+  CHECK(values(plain.state().at("exp_avg_sq.p")) == values(declining.state().at("exp_avg_sq.p")));
+  // The condition must be one element on the parameters' device.
+  CHECK(contains(error_of([&] { declining.step(from_vector<double>({1.0, 1.0})); }), "one element"));
+}
+
 TEST_CASE("AdamW: loading the state into a fresh optimizer continues identically") {
   Generator gen(41);
   Tensor p1 = randn({4, 3}, DType::Float32, &gen), q1 = randn({3}, DType::Float32, &gen);

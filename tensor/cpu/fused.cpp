@@ -280,11 +280,16 @@ void CpuBackend::attention_softmax_backward(const ops::AttentionSoftmaxBackwardA
 void CpuBackend::adamw_step(const ops::AdamWArgs& args) {
   const Tensor &param = args.param, &grad = args.grad, &exp_avg = args.exp_avg, &exp_avg_sq = args.exp_avg_sq;
   const ops::AdamWStep& s = args.step;
+  double bc1 = s.bias_correction1, bc2_sqrt = s.bias_correction2_sqrt;
+  if (s.schedule.defined()) {  // {apply, bias_correction1, bias_correction2_sqrt}, decided by earlier ops
+    const double* schedule = s.schedule.data<double>();
+    if (schedule[0] == 0.0) return;
+    bc1 = schedule[1];
+    bc2_sqrt = schedule[2];
+  }
+  const scalar::AdamWHyper hyper{s.lr, s.weight_decay, s.beta1, s.beta2, s.eps};
   dispatch_floating(param.dtype(), "AdamW", [&]<class T>() {
-    const scalar::AdamWConstants<T> c{static_cast<T>(1.0 - s.lr * s.weight_decay), static_cast<T>(s.beta1),
-                                      static_cast<T>(s.beta2),                     static_cast<T>(1.0 - s.beta1),
-                                      static_cast<T>(1.0 - s.beta2),               static_cast<T>(s.eps),
-                                      static_cast<T>(s.bias_correction2_sqrt),     static_cast<T>(s.lr / s.bias_correction1)};
+    const scalar::AdamWConstants<T> c = hyper.constants<T>(bc1, bc2_sqrt);
     T *pp = param.data<T>(), *pm = exp_avg.data<T>(), *pv = exp_avg_sq.data<T>();
     const T* pg = grad.data<T>();
     const int64_t n = param.numel();
