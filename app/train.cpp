@@ -18,6 +18,7 @@
 #include "app/evaluate.h"
 #include "app/fault_injection.h"
 #include "app/memory.h"
+#include "app/step_records.h"
 #include "app/gradient.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
@@ -285,8 +286,40 @@ TrainSummary run_loop(Run& run) {
   const fault::NanSteps nan_steps = fault::nan_steps_from_environment();
 
   const nn::PrecisionScope precision(nn::parse_precision(o.precision));  // the forward passes; backward follows what they recorded
+  // Each step's loss and norm stay on the device until the host needs them
+  // (StepRecords). Distributed runs agree on them every step (the mean loss,
+  // an interruption); --log-heads measures only the steps taken: both read at once.
+  const bool read_every_step = distributed || o.log_heads;
+  StepRecords records;
+  StepReport last{};  // the latest step read
+  // Accounts for the steps recorded since the last read: skipped steps, the
+  // tokens of the steps taken, a run of bad steps that stops the run.
+  const auto read_records = [&] {
+    for (StepReport r : records.read()) {
+      if (distributed) {  // the global batch's mean loss, and whether any rank was interrupted
+        std::vector<double> agreed{r.loss, interrupted.load() ? 1.0 : 0.0};
+        comm.all_reduce_sum(agreed);
+        r.loss = agreed[0] / comm.world_size();
+        stop_agreed = agreed[1] > 0;
+      }
+      last = r;
+      if (r.skipped()) {  // the optimizer left the parameters and its state as they were
+        ++run.skipped;
+        ++bad_in_a_row;
+        run.probe_heads(false);
+        run.write_log({{"step", r.step}, {"skipped", true}, {"loss", r.loss}});
+        PHASOR_CHECK(bad_in_a_row < o.max_bad_steps, "train: ", bad_in_a_row, " steps in a row had a NaN or Inf loss or gradient (step ",
+                     r.step, "); stopping. The latest checkpoint holds the last good state");
+      } else {
+        bad_in_a_row = 0;
+        last_loss = r.loss;
+        window_tokens += r.tokens;
+      }
+    }
+  };
   while (run.step < o.steps) {
     if (distributed ? stop_agreed : interrupted.load()) {
+      read_records();
       if (root) std::fprintf(stderr, "\ninterrupted: saving a checkpoint at step %ld\n", static_cast<long>(run.step));
       run.save_checkpoint();
       summary.interrupted = true;
@@ -299,50 +332,37 @@ TrainSummary run_loop(Run& run) {
     const Batch b = run.sampler->next();
     if (o.log_heads) run.probe_heads((run.step + 1) % o.log_every == 0 || run.step + 1 == o.steps);  // the steps logged below
     const Tensor loss = run.model->loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len}));
-    double loss_value = loss.item<double>();
-    if (nan_steps.loss_at(run.step)) loss_value = nan_steps.kind == fault::NanSteps::Kind::Inf ? INFINITY : NAN;
-    if (distributed) {  // the global batch's mean loss, and whether any rank was interrupted
-      std::vector<double> agreed{loss_value, interrupted.load() ? 1.0 : 0.0};
-      comm.all_reduce_sum(agreed);
-      loss_value = agreed[0] / comm.world_size();
-      stop_agreed = agreed[1] > 0;
-    }
     run.optimizer->zero_grad();
-    double grad_norm = NAN;
-    if (std::isfinite(loss_value)) {
-      loss.backward();
-      if (nan_steps.grad_at(run.step)) run.model->parameters().front().grad().data<float>()[0] = NAN;
-      comm.average_gradients(run.model->parameters());  // identical on every rank from here on
-      grad_norm = nn::clip_grad_norm(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
+    // Backward runs whatever the loss: a non-finite one makes a non-finite norm, and the step is skipped below.
+    loss.backward();
+    if (nan_steps.grad_at(run.step)) run.model->parameters().front().grad().data<float>()[0] = NAN;
+    comm.average_gradients(run.model->parameters());  // identical on every rank from here on
+    const Tensor grad_norm = nn::clip_grad_norm_(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
+    const Tensor observed_loss = nan_steps.loss_at(run.step)
+                                     ? scalar_tensor(nan_steps.kind == fault::NanSteps::Kind::Inf ? INFINITY : NAN, DType::Float64, loss.device())
+                                     : loss;
+    Tensor take = records.record(run.step, observed_loss, grad_norm, lr, b.batch * b.seq_len * comm.world_size());
+    if (read_every_step) {
+      read_records();
+      take = scalar_tensor(last.skipped() ? 0.0 : 1.0, DType::Float64, loss.device());  // every rank decides alike
+      if (o.log_heads && !last.skipped()) run.measure_head_gradients();
     }
-    // A skipped step still counts, and still reaches the validation and the
-    // checkpoint below: the last step of a run saves whether or not its own
-    // update was skipped.
-    const bool skipped = !std::isfinite(loss_value) || !std::isfinite(grad_norm);
-    if (skipped) {  // the parameters and the optimizer stay as they were
-      ++run.skipped;
-      ++bad_in_a_row;
-      run.optimizer->zero_grad();
-      run.probe_heads(false);
-      run.write_log({{"step", run.step}, {"skipped", true}, {"loss", loss_value}});
-      PHASOR_CHECK(bad_in_a_row < o.max_bad_steps, "train: ", bad_in_a_row, " steps in a row had a NaN or Inf loss or gradient (step ",
-                   run.step, "); stopping. The latest checkpoint holds the last good state");
-      ++run.step;
-    } else {
-      bad_in_a_row = 0;
-      if (o.log_heads) run.measure_head_gradients();
-      run.optimizer->step();
-      ++run.step;
-      last_loss = loss_value;
-      window_tokens += b.batch * b.seq_len * comm.world_size();
-    }
+    run.optimizer->step(take);
+    ++run.step;
 
-    if (!skipped && (run.step % o.log_every == 0 || run.step == o.steps)) {
+    // The host reads the steps' records (one copy) where it needs them: to log, validate or save.
+    const bool log_due = run.step % o.log_every == 0 || run.step == o.steps;
+    const bool validation_due = (o.eval_every > 0 && run.step % o.eval_every == 0) || run.step == o.steps;
+    if (o.ckpt_every > 0 && run.step % o.ckpt_every == 0) save_due = true;
+    if (log_due || validation_due || save_due) read_records();
+    const bool skipped = last.skipped();  // this step's, where read above
+
+    if (log_due && !skipped) {
       const auto now = std::chrono::steady_clock::now();
       tokens_per_s = static_cast<double>(window_tokens) / std::chrono::duration<double>(now - window_start).count();
       window_start = now;
       window_tokens = 0;
-      nlohmann::json line = {{"step", run.step}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}};
+      nlohmann::json line = {{"step", run.step}, {"loss", last.loss}, {"lr", lr}, {"grad_norm", last.grad_norm}, {"tokens_per_s", tokens_per_s}};
       if (o.log_heads) {
         line["heads"] = run.head_statistics();
         run.probe_heads(false);  // free them before validation's forward passes
@@ -353,9 +373,9 @@ TrainSummary run_loop(Run& run) {
       const double eta = elapsed / static_cast<double>(run.step - first_step) * static_cast<double>(o.steps - run.step);
       if (root)
         std::fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s%s", tty ? "\r" : "", static_cast<long>(run.step),
-                     static_cast<long>(o.steps), loss_value, lr, tokens_per_s, format_duration(eta).c_str(), tty ? "   " : "\n");
+                     static_cast<long>(o.steps), last.loss, lr, tokens_per_s, format_duration(eta).c_str(), tty ? "   " : "\n");
     }
-    if ((o.eval_every > 0 && run.step % o.eval_every == 0) || run.step == o.steps) {
+    if (validation_due) {
       summary.final_val_loss = run.validation_loss();
       summary.validated = true;
       run.write_log({{"step", run.step}, {"val_loss", summary.final_val_loss}});
@@ -365,12 +385,12 @@ TrainSummary run_loop(Run& run) {
     // A --ckpt-every save that falls on a skipped step waits for the next good
     // one, so `latest` never moves into a run of bad steps (the checkpoint
     // before a divergence stays the latest); the last step saves whatever it was.
-    if (o.ckpt_every > 0 && run.step % o.ckpt_every == 0) save_due = true;
     if ((save_due && !skipped) || run.step == o.steps) {
       run.save_checkpoint();
       save_due = false;
     }
   }
+  read_records();
   // A run of no steps (--steps 0) still ends with its checkpoint: the initial model.
   if (!summary.interrupted && run.previous_checkpoint_ != checkpoint_name(run.step)) run.save_checkpoint();
   if (tty) std::fprintf(stderr, "\n");

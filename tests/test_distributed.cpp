@@ -204,7 +204,7 @@ TEST_CASE("a rank that hangs: the other times out with a clear error and aborts 
   CHECK(r.status != 0);
   CHECK(r.status != 124);
   CHECK_MESSAGE(r.seconds < 60, r.seconds);
-  CHECK_MESSAGE(r.err.find("phasor: rank 0 of 2: distributed: all_reduce_sum at step 2 waited") != std::string::npos, r.err);
+  CHECK_MESSAGE(r.err.find("phasor: rank 0 of 2: distributed: all_reduce_mean at step 2 waited") != std::string::npos, r.err);
   CHECK_MESSAGE(r.err.find("another rank died or hung") != std::string::npos, r.err);
 }
 

@@ -2,16 +2,21 @@
 // every way the host can wait for the device is counted under its kind, and
 // what does not wait (a launch, an asynchronous upload, an event record) is
 // not. And a training step of the README model (its smallest shapes) waits
-// for the device nowhere between its first kernel and its optimizer update.
+// for the device nowhere between its first kernel and its optimizer update,
+// and the training loop (app/train.cpp) reads its loss and norm once per
+// logging interval.
 // Built only on the simulator (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda.h"
+#include "app/train.h"
 #include "cuda/sim/sync_counts.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
@@ -153,4 +158,44 @@ TEST_CASE("sim sync counts: a training step of the model makes no host synchroni
     CHECK(std::isfinite(logged[0]));
     CHECK(logged[1] > 0);
   }
+}
+
+TEST_CASE("sim sync counts: the training loop reads its steps once per logging interval") {
+  // Two runs that differ only in their length: whatever the start and the end
+  // cost (the upload of the model, the validation, the checkpoint), the 16
+  // steps more of the longer run, 4 logging intervals, add 4 reads of one
+  // copy each, and no other synchronisation.
+  const auto synchronisations = [](int64_t steps) {
+    TrainOptions o;
+    o.model.d_model = 32;
+    o.model.n_layers = 2;
+    o.model.n_heads = 4;
+    o.model.d_ff = 48;
+    o.model.max_seq_len = 16;
+    o.data = "arith";
+    o.seq_len = 16;
+    o.batch = 2;
+    o.steps = steps;
+    o.warmup = 2;
+    o.log_every = 4;
+    o.eval_every = 0;
+    o.eval_windows = 2;
+    o.device = "cuda";
+    o.threads = 1;
+    o.run_dir = std::string(PHASOR_TEST_TMP) + "/sim_sync_run_" + std::to_string(steps);
+    std::filesystem::remove_all(o.run_dir);
+    gpu::synchronize();
+    sim::reset_sync_counts();
+    const TrainSummary summary = train(o);
+    const SyncCounts c = sim::sync_counts();
+    CHECK(summary.steps_done == steps);
+    CHECK(summary.skipped_steps == 0);
+    CHECK(std::isfinite(summary.final_loss));
+    std::filesystem::remove_all(o.run_dir);
+    return c;
+  };
+  const SyncCounts shorter = synchronisations(8), longer = synchronisations(24);
+  INFO("8 steps: d2h ", shorter.d2h_copies, ", total ", shorter.total(), "; 24 steps: d2h ", longer.d2h_copies, ", total ", longer.total());
+  CHECK(longer.d2h_copies - shorter.d2h_copies == 4);
+  CHECK(longer.total() - shorter.total() == 8);  // each read: one copy and one wait
 }
