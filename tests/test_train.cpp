@@ -346,6 +346,41 @@ TEST_CASE("train into a run folder that already holds a run is refused and chang
 
 // ============================================================== info, generate, plot
 
+TEST_CASE("--checkpoint takes the model file, its checkpoint folder, or a run folder (its latest checkpoint)") {
+  const fs::path run = fresh_dir("checkpoint_folders");
+  const Cli trained = phasor_cli(train_args(run, "--steps 4 --ckpt-every 2 --eval-every 0", {{"--log-every", "100"}}));
+  REQUIRE_MESSAGE(trained.status == 0, trained.err);
+  REQUIRE(read_bytes(run / "latest") == "ckpt-00000004\n");
+  const auto eval_json = [&](const fs::path& checkpoint) {
+    const Cli r = phasor_cli("eval --checkpoint " + quote(checkpoint) + " --data " + quote(data_file()) + " --seq-len 32 --json");
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    return Json::parse(r.out);
+  };
+  const Json by_file = eval_json(run / "ckpt-00000004" / "model.safetensors");
+  CHECK(eval_json(run / "ckpt-00000004") == by_file);
+  CHECK(eval_json(run) == by_file);
+  CHECK(eval_json(run / "ckpt-00000002") != by_file);  // a folder means its own checkpoint, not the run's latest
+
+  const std::string sample = "generate --prompt And --tokens 8 --seed 3 --checkpoint ";
+  const Cli from_run = phasor_cli(sample + quote(run)), from_file = phasor_cli(sample + quote(run / "ckpt-00000004" / "model.safetensors"));
+  REQUIRE_MESSAGE(from_run.status == 0, from_run.err);
+  CHECK(from_run.out == from_file.out);
+  const Cli info = phasor_cli("info " + quote(run / "ckpt-00000002"));
+  REQUIRE_MESSAGE(info.status == 0, info.err);
+  CHECK(info.out.find("parameters: ") != std::string::npos);
+}
+
+TEST_CASE("info --json prints one JSON object: the config and the parameter count") {
+  const ModelConfig c = tiny_config(Position::Rope);
+  const fs::path p = saved_model("info_json_model", c);
+  const Cli r = phasor_cli("info --json " + quote(p));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const Json j = Json::parse(r.out);  // the whole of stdout
+  CHECK(j.at("parameters").get<int64_t>() == CausalLM(c).parameter_count());
+  CHECK(j.at("config").at("position") == "rope");
+  CHECK(j.at("config").at("d_model") == 32);
+}
+
 TEST_CASE("info prints the config and the parameter count") {
   ModelConfig c = tiny_config(Position::ComplexFormer);
   c.tie_embeddings = false;

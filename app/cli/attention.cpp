@@ -19,7 +19,7 @@ class Attention final : public Command {
   Attention() : Command("attention", "draw one head's attention map for a text as an SVG heat map") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("--checkpoint", checkpoint_, "model.safetensors").required();
+    flags.option("--checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
     flags.option("--text", text_, "the text (one token per byte)").required();
     flags.option("--layer", layer_, "layer index, from 0").required();
     flags.option("--head", head_, "head index, from 0").required();

@@ -9,7 +9,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/checkpoint_path.h"
 #include "app/error_message.h"
+#include "tensor/error.h"
 
 namespace phasor::cli {
 
@@ -109,6 +111,20 @@ Flags& Flags::finite_within(double lo, double hi) {
 }
 Flags& Flags::one_of(const std::vector<std::string>& names) {
   last_->check(CLI::IsMember(names));
+  return *this;
+}
+
+Flags& Flags::model_file() {
+  last_->transform(CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          value = model_file_of(value);
+          return std::string();
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      ""));
   return *this;
 }
 
