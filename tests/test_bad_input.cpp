@@ -334,7 +334,15 @@ TEST_CASE("S21 model file: truncated (a save that never finished, copied by hand
 
 TEST_CASE("S22 model file: missing, or a folder") {
   check_refused(phasor_cli("info " + quote(scratch() / "absent.safetensors")), "No such file");
-  check_refused(phasor_cli("eval --checkpoint " + quote(scratch()) + " --data " + quote(data_file())), "Is a directory");
+  // A folder stands for its model.safetensors, or a run's latest checkpoint; any other folder is refused.
+  const fs::path empty = fresh_folder(scratch() / "no_checkpoint");
+  check_refused(phasor_cli("eval --checkpoint " + quote(empty) + " --data " + quote(data_file())), "neither a model.safetensors");
+  check_refused(phasor_cli("info " + quote(empty)), "neither a model.safetensors");
+  const fs::path run = fresh_folder(scratch() / "dangling_run");
+  write_bytes(run / "latest", "ckpt-00000040\n");
+  check_refused(phasor_cli("generate --checkpoint " + quote(run) + " --prompt hi --tokens 4"), "names ckpt-00000040");
+  write_bytes(run / "latest", "../../elsewhere\n");
+  check_refused(phasor_cli("generate --checkpoint " + quote(run) + " --prompt hi --tokens 4"), "does not name a checkpoint folder");
 }
 
 // ============================================================== C: config files (train --config)
@@ -372,6 +380,8 @@ TEST_CASE("C3 config file: JSON that is not an object") {
 TEST_CASE("C4 config file: unknown key") {
   check_config_refused("{\"stpes\": 3}", "unknown key 'stpes'");
   check_config_refused("{\"model\": {\"dmodel\": 3}}", "unknown key 'dmodel'");
+  // A model field at the top level: the error says where it belongs.
+  check_config_refused("{\"d_model\": 64}", "'d_model' is a model field: it goes under \"model\"");
 }
 
 TEST_CASE("C5 config file: a value of the wrong type") {
