@@ -289,6 +289,14 @@ TrainSummary run_loop(Run& run) {
   bool save_due = false;  // a --ckpt-every save that fell on a skipped step
   const fault::NanSteps nan_steps = fault::nan_steps_from_environment();
 
+  if (root) {  // what is about to run, before the first step's line
+    const ModelConfig& m = o.model;
+    std::fprintf(stderr, "%s model (d_model %ld, n_layers %ld, n_heads %ld, d_ff %ld), %ld parameters; steps %ld to %ld, %ld x %ld tokens each, %s, %s; run folder %s\n",
+                 std::string(position_name(m.position)).c_str(), static_cast<long>(m.d_model), static_cast<long>(m.n_layers),
+                 static_cast<long>(m.n_heads), static_cast<long>(m.d_ff), static_cast<long>(parameter_count(m)),
+                 static_cast<long>(run.step + 1), static_cast<long>(o.steps), static_cast<long>(o.batch * comm.world_size()),
+                 static_cast<long>(o.seq_len), o.device.c_str(), o.precision.c_str(), o.run_dir.c_str());
+  }
   const nn::PrecisionScope precision(nn::parse_precision(o.precision));  // the forward passes; backward follows what they recorded
   // Each step's loss and norm stay on the device until the host needs them
   // (StepRecords). Distributed runs agree on them every step (the mean loss,

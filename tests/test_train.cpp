@@ -252,13 +252,27 @@ TEST_CASE("train --help: a flag for every field of the option tables, with the r
     const size_t at = r.out.find("  " + flag + " ");
     return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find('\n', at) - at);
   };
-  for (const auto& f : kModelConfigFields) CHECK_MESSAGE(!line_of(f.name).empty(), f.name);
+  // Each line ends with the field's default, as a config file writes it.
+  const auto default_of = [](const Json& j, std::string_view name) {
+    const Json& v = j.at(std::string(name));
+    return "default " + (v.is_string() ? v.get<std::string>() : v.dump()) + ")";
+  };
+  const Json model_defaults = fields_to_json(ModelConfig{}, kModelConfigFields);
+  const Json train_defaults = fields_to_json(TrainOptions{}, kTrainOptionFields);
+  for (const auto& f : kModelConfigFields) {
+    CAPTURE(f.name);
+    CHECK(line_of(f.name).ends_with(default_of(model_defaults, f.name)));
+  }
   for (const auto& f : kTrainOptionFields) {
     CAPTURE(f.name);
     const std::string line = line_of(f.name);
     CHECK(!line.empty());
-    CHECK(line.find(f.help) != std::string::npos);
+    const std::string_view help = f.help.ends_with(")") ? f.help.substr(0, f.help.size() - 1) : f.help;  // "(note; default X)"
+    CHECK(line.find(help) != std::string::npos);
+    CHECK(line.ends_with(default_of(train_defaults, f.name)));
   }
+  CHECK(line_of("steps").find("(at most 10^12; default 300)") != std::string::npos);
+  CHECK(line_of("lr").find("(AdamW; in (0, 1]; default 0.003)") != std::string::npos);
   CHECK(line_of("position").find("TEXT") != std::string::npos);
   CHECK(line_of("position").find(position_names("|")) != std::string::npos);
   CHECK(line_of("cmha_init").find("rope|paper") != std::string::npos);

@@ -60,9 +60,9 @@ class Train final : public Command {
     field_flags_.add<ModelConfig>(flags, options_.model, kModelConfigFields);
     field_flags_.add<TrainOptions>(flags, options_, kTrainOptionFields);
     // data parallelism across processes (docs/distributed.md)
-    flags.option("--distributed", dist_.mode, "auto (MPI when mpirun/srun started several processes), off, mpi or nccl")
+    flags.option("--distributed", dist_.mode, "auto (MPI when mpirun/srun started several processes), off, mpi or nccl (default " + dist_.mode + ")")
         .one_of({"auto", "off", "mpi", "nccl"});
-    flags.option("--dist-timeout", dist_.timeout_s, "seconds a rank waits for the others in a collective before aborting the job (at most 10^6)")
+    flags.option("--dist-timeout", dist_.timeout_s, "seconds a rank waits for the others in a collective before aborting the job (at most 10^6; default " + nlohmann::json(dist_.timeout_s).dump() + ")")
         .finite_within(1e-3, 1e6);
   }
 
