@@ -162,13 +162,13 @@ TEST_CASE("sim sync counts: a training step of the model makes no host synchroni
 
 TEST_CASE("sim sync counts: the training loop reads its steps once per logging interval") {
   // Two runs that differ only in their length: whatever the start and the end
-  // cost (the upload of the model, the validation, the checkpoint), the 16
-  // steps more of the longer run, 4 logging intervals, add 4 reads of one
+  // cost (the upload of the model, the validation, the checkpoint), the 8
+  // steps more of the longer run, 2 logging intervals, add 2 reads of one
   // copy each, and no other synchronisation.
   const auto synchronisations = [](int64_t steps) {
     TrainOptions o;
     o.model.d_model = 32;
-    o.model.n_layers = 2;
+    o.model.n_layers = 1;
     o.model.n_heads = 4;
     o.model.d_ff = 48;
     o.model.max_seq_len = 16;
@@ -194,8 +194,8 @@ TEST_CASE("sim sync counts: the training loop reads its steps once per logging i
     std::filesystem::remove_all(o.run_dir);
     return c;
   };
-  const SyncCounts shorter = synchronisations(8), longer = synchronisations(24);
-  INFO("8 steps: d2h ", shorter.d2h_copies, ", total ", shorter.total(), "; 24 steps: d2h ", longer.d2h_copies, ", total ", longer.total());
-  CHECK(longer.d2h_copies - shorter.d2h_copies == 4);
-  CHECK(longer.total() - shorter.total() == 8);  // each read: one copy and one wait
+  const SyncCounts shorter = synchronisations(4), longer = synchronisations(12);
+  INFO("4 steps: d2h ", shorter.d2h_copies, ", total ", shorter.total(), "; 12 steps: d2h ", longer.d2h_copies, ", total ", longer.total());
+  CHECK(longer.d2h_copies - shorter.d2h_copies == 2);
+  CHECK(longer.total() - shorter.total() == 4);  // each read: one copy and one wait
 }
