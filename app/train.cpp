@@ -289,14 +289,20 @@ TrainSummary run_loop(Run& run) {
   bool save_due = false;  // a --ckpt-every save that fell on a skipped step
   const fault::NanSteps nan_steps = fault::nan_steps_from_environment();
 
-  if (root) {  // what is about to run, before the first step's line
+  // The run's model, size, steps and folder, once, just before its first
+  // progress line: a run that fails before it (bad input, out of memory)
+  // still prints only its one-line error.
+  bool announced = false;
+  const auto announce = [&] {
+    if (!root || announced) return;
+    announced = true;
     const ModelConfig& m = o.model;
     std::fprintf(stderr, "%s model (d_model %ld, n_layers %ld, n_heads %ld, d_ff %ld), %ld parameters; steps %ld to %ld, %ld x %ld tokens each, %s, %s; run folder %s\n",
                  std::string(position_name(m.position)).c_str(), static_cast<long>(m.d_model), static_cast<long>(m.n_layers),
                  static_cast<long>(m.n_heads), static_cast<long>(m.d_ff), static_cast<long>(parameter_count(m)),
-                 static_cast<long>(run.step + 1), static_cast<long>(o.steps), static_cast<long>(o.batch * comm.world_size()),
+                 static_cast<long>(first_step + 1), static_cast<long>(o.steps), static_cast<long>(o.batch * comm.world_size()),
                  static_cast<long>(o.seq_len), o.device.c_str(), o.precision.c_str(), o.run_dir.c_str());
-  }
+  };
   const nn::PrecisionScope precision(nn::parse_precision(o.precision));  // the forward passes; backward follows what they recorded
   // Each step's loss and norm stay on the device until the host needs them
   // (StepRecords). Distributed runs agree on them every step (the mean loss,
@@ -383,6 +389,7 @@ TrainSummary run_loop(Run& run) {
       run.write_log(line);
       const double elapsed = std::chrono::duration<double>(now - start).count();
       const double eta = elapsed / static_cast<double>(run.step - first_step) * static_cast<double>(o.steps - run.step);
+      announce();
       if (root)
         std::fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s%s", tty ? "\r" : "", static_cast<long>(run.step),
                      static_cast<long>(o.steps), last.loss, lr, tokens_per_s, format_duration(eta).c_str(), tty ? "   " : "\n");
@@ -391,6 +398,7 @@ TrainSummary run_loop(Run& run) {
       summary.final_val_loss = run.validation_loss();
       summary.validated = true;
       run.write_log({{"step", run.step}, {"val_loss", summary.final_val_loss}});
+      announce();
       if (root)
         std::fprintf(stderr, "%sstep %ld: validation loss %.4f\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss);
     }

@@ -384,6 +384,17 @@ TEST_CASE("--checkpoint takes the model file, its checkpoint folder, or a run fo
   CHECK(info.out.find("parameters: ") != std::string::npos);
 }
 
+TEST_CASE("a run's first line names its model, parameter count, steps and folder") {
+  const fs::path run = fresh_dir("announced");
+  const Cli r = phasor_cli(train_args(run, "--steps 4 --eval-every 0", {{"--log-every", "2"}}));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::string first = r.err.substr(0, r.err.find('\n'));
+  const ModelConfig c = model_config(Position::ComplexFormer, {.d_model = 32, .n_layers = 1, .n_heads = 2, .d_ff = 64});
+  CHECK(first == "complexformer model (d_model 32, n_layers 1, n_heads 2, d_ff 64), " + std::to_string(parameter_count(c)) +
+                     " parameters; steps 1 to 4, 4 x 32 tokens each, cpu, float32; run folder " + run.string());
+  CHECK(r.err.find("step 2/4 |") > r.err.find(first));
+}
+
 TEST_CASE("info --json prints one JSON object: the config and the parameter count") {
   const ModelConfig c = tiny_config(Position::Rope);
   const fs::path p = saved_model("info_json_model", c);
