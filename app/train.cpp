@@ -52,7 +52,8 @@ TrainOptions train_options_from_json(const nlohmann::json& j) {
   for (const auto& [key, v] : j.items()) {
     if (key == "model") o.model = model_config_from_json(v);
     else if (!read_field(o, kTrainOptionFields, key, v)) {
-      const bool model_field = std::ranges::any_of(kModelConfigFields, [&](const auto& f) { return f.name == key; });
+      const std::string& name = key;  // clang 14 does not capture structured bindings
+      const bool model_field = std::ranges::any_of(kModelConfigFields, [&](const auto& f) { return f.name == name; });
       if (model_field) fail("config: '", key, "' is a model field: it goes under \"model\", as in {\"model\": {\"", key, "\": ...}}");
       fail("config: unknown key '", key, "'");
     }
