@@ -7,6 +7,7 @@
 
 #include <pybind11/stl.h>
 
+#include "app/checkpoint_path.h"
 #include "app/evaluate.h"
 #include "app/gradient.h"
 #include "models/data/corpus.h"
@@ -46,7 +47,9 @@ void bind_models(py::module_& m) {
              return py::dict("loss"_a = r.loss, "ppl"_a = r.ppl, "tokens"_a = r.tokens, "windows"_a = r.windows,
                              "seq_len"_a = r.seq_len);
            }, "text"_a, "seq_len"_a = 128, "max_windows"_a = 0, "batch"_a = 8,
-           "loss and perplexity over the spec's evaluation windows of `text` (str or bytes), as `phasor eval --json`")
+           "loss and perplexity over the spec's evaluation windows of `text`, as `phasor eval --json`: the text itself "
+           "(str or bytes, one token per byte), not a path; phasor.load_text(name_or_path) reads a file or a built-in "
+           "corpus, and a run folder's validation.txt is the text its training held out")
       .def("gradients", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t window, bool activations) {
              const WindowGradients g = window_gradients(model, ByteTokenizer().encode(text), seq_len, window, activations,
                                                         {"Model.gradients", "seq_len", "window", "activations"});
@@ -61,8 +64,8 @@ void bind_models(py::module_& m) {
              return py::bytes(ByteTokenizer().decode(generate(model, ids, SampleOptions{tokens, temperature, top_k, seed})));
            }, "prompt"_a, "tokens"_a = 200, "temperature"_a = 0.8, "top_k"_a = 0, "seed"_a = 0,
            "the continuation of `prompt` (bytes: one token per byte), as `phasor generate` streams it");
-  m.def("load", [](const std::string& path) { return std::shared_ptr<CausalLM>(load_model(path)); }, "checkpoint"_a,
-        "a model from a model.safetensors checkpoint");
+  m.def("load", [](const std::string& path) { return std::shared_ptr<CausalLM>(load_model(model_file_of(path))); }, "checkpoint"_a,
+        "a model from a checkpoint: a model.safetensors file, its checkpoint folder, or a run folder (its latest checkpoint)");
   m.def("load_text", [](const std::string& name_or_path) { return py::bytes(load_text(name_or_path)); }, "name_or_path"_a,
         "a text file or a built-in corpus (kjv, code, arith), as --data reads it");
 }

@@ -2,6 +2,8 @@
 // requires_grad / backward / grad, no_grad, gradcheck, and the second order
 // (create_graph, grad, hvp, jvp, gradgradcheck).
 #include <optional>
+#include <sstream>
+#include <string_view>
 #include <variant>
 
 #include <pybind11/functional.h>
@@ -130,6 +132,8 @@ t.numpy() refuses it, as PyTorch does: use t.detach().numpy(). Writes made
 through NumPy itself are not seen by autograd: do not write through an array
 into values a graph has saved (including via t.detach().numpy()).)");
   tensor.def(py::init(&tensor_from_buffer), "array"_a)
+      .def(py::init([](const py::object& data) { return tensor_copy(data); }), "data"_a,
+           "a list or a number has no memory to share: the tensor holds a copy (as phasor.tensor(data))")
       .def_buffer(&tensor_buffer)
       .def("numpy", [](py::object self) {
              const Tensor& t = self.cast<const Tensor&>();
@@ -208,7 +212,15 @@ into values a graph has saved (including via t.detach().numpy()).)");
       .def("select", [](const Tensor& t, int64_t dim, int64_t i) { return select(t, dim, i); })
       .def("narrow", [](const Tensor& t, int64_t dim, int64_t start, int64_t n) { return narrow(t, dim, start, n); })
       .def("__getitem__", &row, "i"_a)
-      .def("__repr__", &Tensor::to_string);
+      .def("__repr__", &Tensor::to_string)
+      // As NumPy's and PyTorch's: properties, not methods (phasor.real(x) and phasor.imag(x) are the functions).
+      .def_property_readonly("real", [](const Tensor& t) { return real(t); }, "the real part (a view of a complex tensor)")
+      .def_property_readonly("imag", [](const Tensor& t) { return imag(t); }, "the imaginary part (a view of a complex tensor)")
+      .def_property_readonly("T", [](const Tensor& t) {
+             std::vector<int64_t> reversed(static_cast<size_t>(t.dim()));
+             for (int64_t d = 0; d < t.dim(); ++d) reversed[static_cast<size_t>(d)] = t.dim() - 1 - d;
+             return permute(t, to_dims(reversed));
+           }, "the dimensions reversed (NumPy's a.T): the transpose of a matrix, as a view");
 
   // Arithmetic with tensors, arrays and numbers, both ways round.
   const std::pair<const char*, Binary> arithmetic[] = {{"add", &add}, {"sub", &sub}, {"mul", &mul}, {"truediv", &div}};
@@ -219,6 +231,7 @@ into values a graph has saved (including via t.detach().numpy()).)");
     tensor.def(("__r" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(operand(b, a), a); }, py::is_operator());
   }
   tensor.def("__neg__", [](const Tensor& a) { return neg(a); })
+      .def("__abs__", [](const Tensor& a) { return abs(a); })  // abs(t): |z| of a complex tensor, real
       .def("__pow__", [](const Tensor& a, double e) { return pow(a, e); }, py::is_operator())
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator());
   py::implicitly_convertible<py::buffer, Tensor>();  // any op takes a NumPy array for a tensor (zero-copy)
@@ -231,7 +244,7 @@ into values a graph has saved (including via t.detach().numpy()).)");
       {"view_as_real", &view_as_real},        {"view_as_complex", &view_as_complex}, {"contiguous", &contiguous}, {"clone", &clone}};
   for (const auto& [name, fn] : unary) {
     m.def(name, fn, "x"_a);
-    tensor.def(name, fn);
+    if (std::string_view(name) != "real" && std::string_view(name) != "imag") tensor.def(name, fn);  // those two are properties
   }
   const std::pair<const char*, Binary> binary[] = {{"add", &add},         {"sub", &sub},         {"mul", &mul},
                                                    {"div", &div},         {"maximum", &maximum}, {"minimum", &minimum},
@@ -293,7 +306,14 @@ into values a graph has saved (including via t.detach().numpy()).)");
       .def_readonly("ok", &GradcheckResult::ok)
       .def_readonly("worst_error", &GradcheckResult::worst_error)
       .def_readonly("message", &GradcheckResult::message)
-      .def("__bool__", [](const GradcheckResult& r) { return r.ok; });
+      .def("__bool__", [](const GradcheckResult& r) { return r.ok; })
+      .def("__repr__", [](const GradcheckResult& r) {
+        std::ostringstream text;
+        text << "GradcheckResult(ok=" << (r.ok ? "True" : "False") << ", worst_error=" << r.worst_error;
+        if (!r.message.empty()) text << ", message=" << py::repr(py::str(r.message)).cast<std::string>();
+        text << ")";
+        return text.str();
+      });
   m.def("gradcheck", [](const py::function& f, const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
           return gradcheck(python_function(f), inputs, GradcheckOptions{eps, atol, rtol});
         }, "f"_a, "inputs"_a, "eps"_a = 1e-6, "atol"_a = 1e-7, "rtol"_a = 1e-5,

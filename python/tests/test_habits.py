@@ -1,0 +1,64 @@
+"""The small habits a PyTorch or NumPy user brings: abs(t), the real / imag / T
+properties, Tensor(list), readable result objects, and a checkpoint named by
+its folder."""
+import numpy as np
+import pytest
+
+import phasor
+
+
+def test_abs_is_the_modulus():
+    z = phasor.tensor(np.array([3 + 4j, -1j, -2.0], dtype=np.complex128))
+    assert abs(z).dtype == phasor.float64
+    np.testing.assert_allclose(abs(z).numpy(), [5.0, 1.0, 2.0], rtol=1e-15)
+    np.testing.assert_array_equal(abs(phasor.tensor([-1.5, 2.0])).numpy(), [1.5, 2.0])
+
+
+def test_real_imag_and_T_are_properties_as_in_numpy():
+    a = (np.arange(6) + 1j * np.arange(6, 12)).reshape(2, 3).astype(np.complex64)
+    z = phasor.Tensor(a)
+    np.testing.assert_array_equal(z.real.numpy(), a.real)
+    np.testing.assert_array_equal(z.imag.numpy(), a.imag)
+    np.testing.assert_array_equal(z.T.numpy(), a.T)
+    np.testing.assert_array_equal(phasor.real(z).numpy(), a.real)  # the functions stay
+    c = phasor.randn([2, 3, 4], seed=1)
+    np.testing.assert_array_equal(c.T.numpy(), c.numpy().T)  # every dimension reversed, as NumPy
+    assert c.T.shape == (4, 3, 2)
+
+
+def test_the_real_part_carries_the_gradient():
+    z = phasor.tensor(np.array([1 + 2j, 3 - 1j])).requires_grad_()
+    (z.real * z.real).sum().backward()  # d/dz of sum x^2: 2x + 0i
+    np.testing.assert_allclose(z.grad.numpy(), [2.0, 6.0], rtol=1e-15)
+
+
+def test_a_list_or_a_number_makes_a_copy():
+    t = phasor.Tensor([1.0, 2.0])
+    assert t.tolist() == [1.0, 2.0]
+    assert t.dtype == phasor.tensor([1.0, 2.0]).dtype
+    assert phasor.Tensor([[1, 2], [3, 4]]).shape == (2, 2)
+    assert phasor.Tensor(2.5).item() == 2.5
+    a = np.array([1.0, 2.0])
+    shared = phasor.Tensor(a)  # an array is still shared, not copied
+    a[0] = 7.0
+    assert shared.tolist() == [7.0, 2.0]
+
+
+def test_gradcheck_results_print_what_they_found():
+    x = phasor.randn([3], dtype=phasor.float64, seed=2).requires_grad_()
+    good = phasor.gradcheck(lambda v: (v * v).sum(), [x])
+    assert repr(good).startswith("GradcheckResult(ok=True, worst_error=")
+    # A central difference of a cubic with eps 1 is off by eps^2 = 1: refused at zero tolerance.
+    wrong = phasor.gradcheck(lambda v: (v * v * v).sum(), [x], eps=1.0, atol=0.0, rtol=0.0)
+    assert not wrong
+    assert repr(wrong).startswith("GradcheckResult(ok=False, worst_error=")
+    assert "message=" in repr(wrong)
+
+
+def test_load_takes_a_checkpoint_folder_or_a_run_folder(run_dir, checkpoint, text_file, tmp_path):
+    text = text_file.read_bytes()
+    want = phasor.load(str(checkpoint)).evaluate(text, seq_len=32, max_windows=20)
+    assert phasor.load(str(checkpoint.parent)).evaluate(text, seq_len=32, max_windows=20) == want
+    assert phasor.load(str(run_dir)).evaluate(text, seq_len=32, max_windows=20) == want
+    with pytest.raises(phasor.Error, match="neither a model.safetensors"):
+        phasor.load(str(tmp_path))
