@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 
 #include <climits>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/kernels.h"
@@ -32,43 +33,68 @@ void check_blas(cublasStatus_t s, const char* what) {
   PHASOR_CHECK(s == CUBLAS_STATUS_SUCCESS, "matmul: cuBLAS ", what, " failed: ", cublasGetStatusString(s));
 }
 
+// The cuBLAS calls of one element type: the plain, strided-batched and
+// pointer-batched GEMMs, with A and B of type In and C of type Out.
 template <class T>
 struct Blas;
-template <>
-struct Blas<float> {
-  using D = float;
-  static constexpr auto plain = cublasSgemm;
-  static constexpr auto strided = cublasSgemmStridedBatched;
-  static constexpr auto batched = cublasSgemmBatched;
-  static D one() { return 1.0f; }
-  static D zero() { return 0.0f; }
+template <class D, auto Plain, auto Strided, auto Batched>
+struct TypedBlas {
+  using In = D;
+  using Out = D;
+  D one, zero;
+  cublasStatus_t plain(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const In* a, int lda,
+                       const In* b, int ldb, Out* c, int ldc) const {
+    return Plain(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc);
+  }
+  cublasStatus_t strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const In* a, int lda,
+                         long long sa, const In* b, int ldb, long long sb, Out* c, int ldc, long long sc, int count) const {
+    return Strided(h, ta, tb, m, n, k, &one, a, lda, sa, b, ldb, sb, &zero, c, ldc, sc, count);
+  }
+  cublasStatus_t batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const In* const* a,
+                         int lda, const In* const* b, int ldb, Out* const* c, int ldc, int count) const {
+    return Batched(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc, count);
+  }
 };
 template <>
-struct Blas<double> {
-  using D = double;
-  static constexpr auto plain = cublasDgemm;
-  static constexpr auto strided = cublasDgemmStridedBatched;
-  static constexpr auto batched = cublasDgemmBatched;
-  static D one() { return 1.0; }
-  static D zero() { return 0.0; }
+struct Blas<float> : TypedBlas<float, cublasSgemm, cublasSgemmStridedBatched, cublasSgemmBatched> {
+  Blas() : TypedBlas{1.0f, 0.0f} {}
 };
 template <>
-struct Blas<c64> {
-  using D = cuComplex;
-  static constexpr auto plain = cublasCgemm;
-  static constexpr auto strided = cublasCgemmStridedBatched;
-  static constexpr auto batched = cublasCgemmBatched;
-  static D one() { return {1.0f, 0.0f}; }
-  static D zero() { return {0.0f, 0.0f}; }
+struct Blas<double> : TypedBlas<double, cublasDgemm, cublasDgemmStridedBatched, cublasDgemmBatched> {
+  Blas() : TypedBlas{1.0, 0.0} {}
 };
 template <>
-struct Blas<c128> {
-  using D = cuDoubleComplex;
-  static constexpr auto plain = cublasZgemm;
-  static constexpr auto strided = cublasZgemmStridedBatched;
-  static constexpr auto batched = cublasZgemmBatched;
-  static D one() { return {1.0, 0.0}; }
-  static D zero() { return {0.0, 0.0}; }
+struct Blas<c64> : TypedBlas<cuComplex, cublasCgemm, cublasCgemmStridedBatched, cublasCgemmBatched> {
+  Blas() : TypedBlas{{1.0f, 0.0f}, {0.0f, 0.0f}} {}
+};
+template <>
+struct Blas<c128> : TypedBlas<cuDoubleComplex, cublasZgemm, cublasZgemmStridedBatched, cublasZgemmBatched> {
+  Blas() : TypedBlas{{1.0, 0.0}, {0.0, 0.0}} {}
+};
+
+// bfloat16 operands, a float32 or bfloat16 result (Out), float32 arithmetic:
+// cuBLAS's mixed-precision GEMMs with CUBLAS_COMPUTE_32F.
+template <class Out_>
+struct MixedBlas {
+  using In = bf16;
+  using Out = Out_;
+  static constexpr cudaDataType kIn = CUDA_R_16BF, kOut = std::is_same_v<Out, float> ? CUDA_R_32F : CUDA_R_16BF;
+  float one = 1.0f, zero = 0.0f;
+  cublasStatus_t plain(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const In* a, int lda,
+                       const In* b, int ldb, Out* c, int ldc) const {
+    return cublasGemmEx(h, ta, tb, m, n, k, &one, a, kIn, lda, b, kIn, ldb, &zero, c, kOut, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
+  cublasStatus_t strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const In* a, int lda,
+                         long long sa, const In* b, int ldb, long long sb, Out* c, int ldc, long long sc, int count) const {
+    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &one, a, kIn, lda, sa, b, kIn, ldb, sb, &zero, c, kOut, ldc, sc, count,
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
+  cublasStatus_t batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const In* const* a,
+                         int lda, const In* const* b, int ldb, Out* const* c, int ldc, int count) const {
+    return cublasGemmBatchedEx(h, ta, tb, m, n, k, &one, reinterpret_cast<const void* const*>(a), kIn, lda,
+                               reinterpret_cast<const void* const*>(b), kIn, ldb, &zero, reinterpret_cast<void* const*>(c), kOut, ldc,
+                               count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
 };
 
 int as_int(int64_t v, const char* what) {
@@ -77,37 +103,36 @@ int as_int(int64_t v, const char* what) {
 }
 
 // C [batch, m, n] row-major = op(A) op(B), as C^T = op(B)^T op(A)^T in cuBLAS's column-major terms.
-template <class T>
-void gemm_typed(const Tensor& out, const GemmPlan& p) {
+template <class Calls>
+void gemm_with(const Tensor& out, const GemmPlan& p, const Calls& blas) {
+  using In = typename Calls::In;
+  using Out = typename Calls::Out;
   const GemmOperand &a = p.a, &b = p.b;
   const std::vector<int64_t>&ao = a.offsets, &bo = b.offsets;
   const int64_t m = p.m, n = p.n, k = p.k;
   const cublasOperation_t op_a = flag(a.op), op_b = flag(b.op);
-  using B = Blas<T>;
-  using D = typename B::D;
   cublasHandle_t h = cublas();
   // TF32 (opt-in) covers float32 and complex64; set every time, the handle is shared.
   check_blas(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-  const D one = B::one(), zero = B::zero();
-  const D* pa = reinterpret_cast<const D*>(a.t.raw_data());
-  const D* pb = reinterpret_cast<const D*>(b.t.raw_data());
-  D* pc = reinterpret_cast<D*>(out.raw_data());
+  const In* pa = reinterpret_cast<const In*>(a.t.raw_data());
+  const In* pb = reinterpret_cast<const In*>(b.t.raw_data());
+  Out* pc = reinterpret_cast<Out*>(out.raw_data());
   const int count = as_int(static_cast<int64_t>(ao.size()), "batch count");
   const int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
   const int lda = as_int(a.ld, "lda"), ldb = as_int(b.ld, "ldb");
   const int64_t sa = uniform_stride(ao), sb = uniform_stride(bo);
   if (count == 1) {  // cuBLAS picks its kernels differently for a batch of one
-    check_blas(B::plain(h, op_b, op_a, in, im, ik, &one, pb + bo[0], ldb, pa + ao[0], lda, &zero, pc, in), "gemm");
+    check_blas(blas.plain(h, op_b, op_a, in, im, ik, pb + bo[0], ldb, pa + ao[0], lda, pc, in), "gemm");
     return;
   }
   if (sa >= 0 && sb >= 0) {
-    check_blas(B::strided(h, op_b, op_a, in, im, ik, &one, pb + bo[0], ldb, sb, pa + ao[0], lda, sa, &zero, pc, in, m * n, count),
+    check_blas(blas.strided(h, op_b, op_a, in, im, ik, pb + bo[0], ldb, sb, pa + ao[0], lda, sa, pc, in, m * n, count),
                "gemmStridedBatched");
     return;
   }
   // Batch dims that no single stride describes (e.g. [B, H] of a permuted [B, N, H, d]): pointer arrays.
-  std::vector<const D*> ha(ao.size()), hb(bo.size());
-  std::vector<D*> hc(ao.size());
+  std::vector<const In*> ha(ao.size()), hb(bo.size());
+  std::vector<Out*> hc(ao.size());
   for (size_t i = 0; i < ao.size(); ++i) {
     ha[i] = pa + ao[i];
     hb[i] = pb + bo[i];
@@ -117,15 +142,19 @@ void gemm_typed(const Tensor& out, const GemmPlan& p) {
   copy_to_device(da.get(), ha.data(), ha.size() * sizeof(void*));
   copy_to_device(db.get(), hb.data(), hb.size() * sizeof(void*));
   copy_to_device(dc.get(), hc.data(), hc.size() * sizeof(void*));
-  check_blas(B::batched(h, op_b, op_a, in, im, ik, &one, db.as<const D*>(), ldb, da.as<const D*>(), lda, &zero, dc.as<D*>(), in, count),
+  check_blas(blas.batched(h, op_b, op_a, in, im, ik, db.as<const In*>(), ldb, da.as<const In*>(), lda, dc.as<Out*>(), in, count),
              "gemmBatched");
 }
 
 }  // namespace
 
 void gemm(const Tensor& out, const GemmPlan& plan) {
-  PHASOR_CHECK(plan.a.t.dtype() != DType::BFloat16, "matmul: bfloat16 products are not implemented on the CUDA backend yet (use float32)");
-  dispatch_inexact(out.dtype(), "matmul", [&]<class T>() { gemm_typed<T>(out, plan); });
+  if (plan.a.t.dtype() == DType::BFloat16) {  // the result float32 (mixed precision) or bfloat16
+    if (out.dtype() == DType::Float32) gemm_with(out, plan, MixedBlas<float>{});
+    else gemm_with(out, plan, MixedBlas<bf16>{});
+    return;
+  }
+  dispatch_inexact(out.dtype(), "matmul", [&]<class T>() { gemm_with(out, plan, Blas<T>{}); });
 }
 
 }  // namespace phasor::gpu

@@ -10,6 +10,7 @@
 
 #include "cublas_v2.h"
 #include "internal.h"
+#include "tensor/bfloat16.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -90,7 +91,84 @@ cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// ---- the mixed-precision forms (cublasGemmEx): bfloat16 or float32 operands
+// and results, float32 arithmetic. Each operand is widened to float32 (exact),
+// multiplied by the CPU's sgemm, and a bfloat16 result rounded to nearest even.
+
+bool supported(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
+
+// The elements a column-major matrix of `rows` x `cols` with leading dimension ld spans.
+size_t span(int rows, int cols, int ld) { return rows == 0 || cols == 0 ? 0 : static_cast<size_t>(ld) * (cols - 1) + rows; }
+
+std::vector<float> widened(const void* p, cudaDataType type, size_t n) {
+  std::vector<float> out(n);
+  if (type == CUDA_R_32F) std::copy_n(static_cast<const float*>(p), n, out.begin());
+  else
+    for (size_t i = 0; i < n; ++i) out[i] = phasor::float_from_bf16_bits(static_cast<const uint16_t*>(p)[i]);
+  return out;
+}
+
+// One product, run when the stream reaches it.
+void gemm_ex1(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void* a, cudaDataType at, int lda,
+              const void* b, cudaDataType bt, int ldb, float beta, void* c, cudaDataType ct, int ldc) {
+  const std::vector<float> fa = widened(a, at, span(ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda));
+  const std::vector<float> fb = widened(b, bt, span(tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb));
+  const size_t nc = span(m, n, ldc);
+  if (ct == CUDA_R_32F) {
+    cblas_sgemm(CblasColMajor, trans(ta), trans(tb), m, n, k, alpha, fa.data(), lda, fb.data(), ldb, beta, static_cast<float*>(c), ldc);
+    return;
+  }
+  std::vector<float> fc = beta == 0.0f ? std::vector<float>(nc) : widened(c, ct, nc);
+  cblas_sgemm(CblasColMajor, trans(ta), trans(tb), m, n, k, alpha, fa.data(), lda, fb.data(), ldb, beta, fc.data(), ldc);
+  uint16_t* out = static_cast<uint16_t*>(c);
+  for (int j = 0; j < n; ++j)  // only C's own elements: the gaps between columns are not C's to write
+    for (int i = 0; i < m; ++i) out[static_cast<size_t>(j) * ldc + i] = phasor::bf16_bits_from_float(fc[static_cast<size_t>(j) * ldc + i]);
+}
+
+size_t element_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+
 }  // namespace
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* alpha,
+                                          const void* a, cudaDataType at, int lda, long long sa, const void* b, cudaDataType bt, int ldb,
+                                          long long sb, const void* beta, void* c, cudaDataType ct, int ldc, long long sc, int count,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (!valid(h, ta, tb, m, n, k, lda, ldb, ldc) || count < 0 || compute != CUBLAS_COMPUTE_32F || !supported(at) || !supported(bt) ||
+      !supported(ct) || at != bt)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);  // COMPUTE_32F: float scalars, read now
+  const auto* pa = static_cast<const char*>(a);
+  const auto* pb = static_cast<const char*>(b);
+  auto* pc = static_cast<char*>(c);
+  const long long ea = static_cast<long long>(element_size(at)), eb = static_cast<long long>(element_size(bt)),
+                  ec = static_cast<long long>(element_size(ct));
+  enqueue(h->stream, [=] {
+    for (int i = 0; i < count; ++i)
+      gemm_ex1(ta, tb, m, n, k, al, pa + i * sa * ea, at, lda, pb + i * sb * eb, bt, ldb, be, pc + i * sc * ec, ct, ldc);
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* alpha,
+                            const void* a, cudaDataType at, int lda, const void* b, cudaDataType bt, int ldb, const void* beta, void* c,
+                            cudaDataType ct, int ldc, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, a, at, lda, 0, b, bt, ldb, 0, beta, c, ct, ldc, 0, 1, compute, algo);
+}
+
+cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* alpha,
+                                   const void* const a[], cudaDataType at, int lda, const void* const b[], cudaDataType bt, int ldb,
+                                   const void* beta, void* const c[], cudaDataType ct, int ldc, int count, cublasComputeType_t compute,
+                                   cublasGemmAlgo_t) {
+  if (!valid(h, ta, tb, m, n, k, lda, ldb, ldc) || count < 0 || compute != CUBLAS_COMPUTE_32F || !supported(at) || !supported(bt) ||
+      !supported(ct) || at != bt)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  // The pointer arrays live in device memory: read when the stream gets there.
+  enqueue(h->stream, [=] {
+    for (int i = 0; i < count; ++i) gemm_ex1(ta, tb, m, n, k, al, a[i], at, lda, b[i], bt, ldb, be, c[i], ct, ldc);
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 #define PHASOR_SIM_GEMM(P, T)                                                                                                        \
   cublasStatus_t cublas##P##gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, \

@@ -16,6 +16,13 @@ enum cublasStatus_t {
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
 enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
+// The element types and the compute type of the mixed-precision GEMMs (cublasGemmEx and
+// its batched forms): the simulator takes bfloat16 or float32 operands and results,
+// and computes in float32 (CUBLAS_COMPUTE_32F).
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+typedef cudaDataType_t cudaDataType;
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
@@ -36,3 +43,15 @@ PHASOR_SIM_GEMM(D, double)
 PHASOR_SIM_GEMM(C, cuComplex)
 PHASOR_SIM_GEMM(Z, cuDoubleComplex)
 #undef PHASOR_SIM_GEMM
+
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void* alpha, const void* a,
+                            cudaDataType a_type, int lda, const void* b, cudaDataType b_type, int ldb, const void* beta, void* c,
+                            cudaDataType c_type, int ldc, cublasComputeType_t, cublasGemmAlgo_t);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void* alpha,
+                                          const void* a, cudaDataType a_type, int lda, long long sa, const void* b, cudaDataType b_type,
+                                          int ldb, long long sb, const void* beta, void* c, cudaDataType c_type, int ldc, long long sc,
+                                          int count, cublasComputeType_t, cublasGemmAlgo_t);
+cublasStatus_t cublasGemmBatchedEx(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void* alpha,
+                                   const void* const a[], cudaDataType a_type, int lda, const void* const b[], cudaDataType b_type,
+                                   int ldb, const void* beta, void* const c[], cudaDataType c_type, int ldc, int count,
+                                   cublasComputeType_t, cublasGemmAlgo_t);
