@@ -71,7 +71,6 @@ void validate(const TrainOptions& o) {
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
   PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");
   PHASOR_CHECK(o.precision == "float32" || o.precision == "bf16", "train: precision must be 'float32' or 'bf16', got '", o.precision, "'");
-  PHASOR_CHECK(o.precision == "float32" || o.device == "cpu", "train: --precision bf16 runs on the CPU only so far (the CUDA backend has no bfloat16 GEMMs yet)");
 }
 
 // ---------------------------------------------------------------- the run

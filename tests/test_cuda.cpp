@@ -19,6 +19,7 @@
 
 #include "models/transformer.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "phasor.h"
 #include "tensor/backend.h"
 #ifdef PHASOR_WITH_CUDA
@@ -476,6 +477,76 @@ TEST_CASE("cuda: matmul on cuBLAS, every dtype, transposes and conjugates as fla
   CHECK_THROWS_WITH_AS(ops::matmul(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(rnd({2, 3}, DType::Float32))), doctest::Contains("inner dimensions"), Error);
 }
 
+// bfloat16 operands on cuBLAS's mixed-precision GEMMs (cublasGemmEx and its
+// batched forms, float32 arithmetic): a float32 result within float32's
+// rounding of the CPU's, a bfloat16 one within one bfloat16 step.
+TEST_CASE("cuda: bfloat16 matmul, float32 or bfloat16 results, in every GEMM form, as on the CPU") {
+  const MatOp flags[] = {MatOp::None, MatOp::Transpose};
+  for (DType out : {DType::Float32, DType::BFloat16})
+    for (MatOp oa : flags)
+      for (MatOp ob : flags)
+        for (int trial = 0; trial < 3; ++trial) {  // one product, a strided batch, a broadcast batch
+          const int64_t m = 1 + rng.next_u64() % 9, n = 1 + rng.next_u64() % 9, k = 1 + rng.next_u64() % 40;
+          Dims sa = trial == 0 ? Dims{} : trial == 1 ? Dims{3} : Dims{2, 1}, sb = trial == 0 ? Dims{} : trial == 1 ? Dims{3} : Dims{1, 4};
+          sa.push_back(oa == MatOp::None ? m : k);
+          sa.push_back(oa == MatOp::None ? k : m);
+          sb.push_back(ob == MatOp::None ? k : n);
+          sb.push_back(ob == MatOp::None ? n : k);
+          const Tensor a = ops::to(rnd(sa, DType::Float32), DType::BFloat16), b = ops::to(rnd(sb, DType::Float32), DType::BFloat16);
+          for (Layout l : {Layout::Contiguous, Layout::Transposed}) {
+            const Tensor ref = ops::matmul(layout(a, l), layout(b, l), oa, ob, out);
+            const Tensor got = ops::matmul(layout(on_gpu(a), l), layout(on_gpu(b), l), oa, ob, out);
+            REQUIRE(got.dtype() == out);
+            const double tol = out == DType::Float32 ? 1e-5 : 8e-3;
+            expect_close(ops::to(ref, DType::Float32), ops::to(got, DType::Float32), tol, tol,
+                         std::string("bf16 matmul to ") + dtype_name(out) + " " + str(sa) + " x " + str(sb) + " " + layout_name(l));
+          }
+        }
+  // Attention's permuted [B, N, H, d] layout: the pointer-array form.
+  const Tensor q = ops::to(rnd({2, 5, 3, 8}, DType::Float32), DType::BFloat16), kk = ops::to(rnd({2, 5, 3, 8}, DType::Float32), DType::BFloat16);
+  const auto scores = [](const Tensor& x, const Tensor& y) {
+    return ops::matmul(ops::permute(x, {0, 2, 1, 3}), ops::permute(y, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose, DType::Float32);
+  };
+  expect_close(scores(q, kk), scores(on_gpu(q), on_gpu(kk)), 1e-5, 1e-5, "bf16 scores, permuted operands");
+}
+
+// The mixed-precision policy (nn/precision.h) on the GPU: the same operands
+// rounded to bfloat16 by the same conversion, so the step agrees with the CPU's
+// bf16 step to float32's accumulation order, far closer than either is to float32.
+TEST_CASE("cuda: a bf16 mixed-precision training step of the model matches the CPU's") {
+  ModelConfig cfg;
+  cfg.position = Position::ComplexFormer;
+  cfg.d_model = 64;
+  cfg.n_layers = 2;
+  cfg.n_heads = 4;
+  cfg.d_ff = 96;
+  cfg.max_seq_len = 32;
+  CausalLM cpu_model(cfg, 11), gpu_model(cfg, 11), f32_model(cfg, 11);
+  gpu_model.to(G);
+  const Tensor tokens = ops::to(rnd({4, 32}, DType::Float64, 0, 255.99), DType::Int64);
+  const Tensor targets = ops::to(rnd({4, 32}, DType::Float64, 0, 255.99), DType::Int64);
+  const Tensor lf = f32_model.loss(tokens, targets);
+  lf.backward();
+  const nn::PrecisionScope bf16(nn::Precision::BFloat16);
+  const Tensor lc = cpu_model.loss(tokens, targets), lg = gpu_model.loss(tokens, targets);
+  expect_close(lc.detach(), lg.detach(), 1e-5, 1e-5, "bf16 loss, GPU against CPU");
+  const double c = lc.item<double>(), f = lf.item<double>();
+  CHECK(c != f);  // bfloat16 products ran
+  CHECK(std::abs(c - f) / f < 1e-2);
+  lc.backward();
+  lg.backward();
+  const auto pc = cpu_model.named_parameters(), pg = gpu_model.named_parameters();
+  for (size_t i = 0; i < pc.size(); ++i) {
+    const Tensor gc = pc[i].second.grad(), gg = pg[i].second.grad();
+    REQUIRE(gg.defined());
+    CHECK(gg.dtype() == DType::Float32);  // the weights and their gradients stay float32
+    // Against the CPU's bf16 gradient at a tolerance scaled to the gradient's size.
+    const double scale = std::sqrt(ops::sum(ops::unary(ops::Unary::Square, gc)).item<double>() / static_cast<double>(gc.numel()));
+    expect_mostly_close(gc, to_cpu(gg), 1e-3 * scale, 1e-3, 0.01, "bf16 grad of " + pc[i].first);
+  }
+}
+
+// ---------------------------------------------------------------- indexing
 // ---------------------------------------------------------------- indexing
 
 namespace {
