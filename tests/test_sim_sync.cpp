@@ -20,6 +20,7 @@
 #include "cuda/sim/sync_counts.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "phasor.h"
 
 using namespace phasor;
@@ -119,44 +120,48 @@ TEST_CASE("sim sync counts: launches, uploads and event records are not synchron
   CHECK(zero.launches == 0);
 }
 
-TEST_CASE("sim sync counts: a training step of the model makes no host synchronisation, its log one") {
+TEST_CASE("sim sync counts: a training step of the model makes no host synchronisation, its log one, in float32 and bf16") {
   ModelConfig cfg;  // the README model (ComplexFormer, byte vocabulary), at test_cuda's smallest shapes
   cfg.d_model = 32;
   cfg.n_layers = 2;
   cfg.n_heads = 4;
   cfg.d_ff = 48;
   cfg.max_seq_len = 16;
-  CausalLM model(cfg, 7);
-  model.to(cuda(0));
-  nn::AdamW opt({{model.decayed_parameters(), 0.1, 1.0}, {model.undecayed_parameters(), 0.0, 1.0}}, {3e-3, 0.9, 0.95, 1e-8});
-  std::vector<Tensor> params;
-  for (const auto& entry : model.named_parameters()) params.push_back(entry.second);
-  // Host batches, as the sampler gives them: valid tokens, one target ignored.
-  std::vector<int64_t> tokens(2 * 16), targets(2 * 16);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(i * 37 % 256), targets[i] = static_cast<int64_t>(i * 91 % 256);
-  targets[5] = -100;
-  gpu::synchronize();
-  for (int step = 0; step < 2; ++step) {
-    Tensor loss, norm;
-    const SyncCounts c = counted([&] {
-      loss = model.loss(from_vector(tokens, {2, 16}), from_vector(targets, {2, 16}));
-      opt.zero_grad();
-      loss.backward();
-      norm = nn::clip_grad_norm_(params, 1.0);
-      opt.step();
-    });
-    INFO("step ", step, ": d2h ", c.d2h_copies, ", stream ", c.stream_syncs, ", device ", c.device_syncs, ", event ", c.event_syncs,
-         ", queries ", c.queries);
-    CHECK(c.launches > 0);
-    CHECK(c.total() == 0);
-    // The log line's loss and norm: one copy, one wait.
-    std::vector<double> logged;
-    const SyncCounts log = counted([&] { logged = ops::stack({ops::to(loss.detach(), DType::Float64), norm}, 0).to_vector<double>(); });
-    CHECK(log.total() == 2);
-    CHECK(log.d2h_copies == 1);
-    REQUIRE(logged.size() == 2);
-    CHECK(std::isfinite(logged[0]));
-    CHECK(logged[1] > 0);
+  for (nn::Precision precision : {nn::Precision::Float32, nn::Precision::BFloat16}) {  // bf16: the weight GEMMs on cublasGemmEx
+    const nn::PrecisionScope scope(precision);
+    INFO("precision ", nn::precision_name(precision));
+    CausalLM model(cfg, 7);
+    model.to(cuda(0));
+    nn::AdamW opt({{model.decayed_parameters(), 0.1, 1.0}, {model.undecayed_parameters(), 0.0, 1.0}}, {3e-3, 0.9, 0.95, 1e-8});
+    std::vector<Tensor> params;
+    for (const auto& entry : model.named_parameters()) params.push_back(entry.second);
+    // Host batches, as the sampler gives them: valid tokens, one target ignored.
+    std::vector<int64_t> tokens(2 * 16), targets(2 * 16);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(i * 37 % 256), targets[i] = static_cast<int64_t>(i * 91 % 256);
+    targets[5] = -100;
+    gpu::synchronize();
+    for (int step = 0; step < 2; ++step) {
+      Tensor loss, norm;
+      const SyncCounts c = counted([&] {
+        loss = model.loss(from_vector(tokens, {2, 16}), from_vector(targets, {2, 16}));
+        opt.zero_grad();
+        loss.backward();
+        norm = nn::clip_grad_norm_(params, 1.0);
+        opt.step();
+      });
+      INFO("step ", step, ": d2h ", c.d2h_copies, ", stream ", c.stream_syncs, ", device ", c.device_syncs, ", event ", c.event_syncs,
+           ", queries ", c.queries);
+      CHECK(c.launches > 0);
+      CHECK(c.total() == 0);
+      // The log line's loss and norm: one copy, one wait.
+      std::vector<double> logged;
+      const SyncCounts log = counted([&] { logged = ops::stack({ops::to(loss.detach(), DType::Float64), norm}, 0).to_vector<double>(); });
+      CHECK(log.total() == 2);
+      CHECK(log.d2h_copies == 1);
+      REQUIRE(logged.size() == 2);
+      CHECK(std::isfinite(logged[0]));
+      CHECK(logged[1] > 0);
+    }
   }
 }
 
