@@ -29,4 +29,11 @@ std::string model_file_of(const std::string& path) {
   return named.string();
 }
 
+std::string run_folder_of(const std::string& model_file) {
+  std::error_code ec;
+  const fs::path run = fs::absolute(model_file, ec).parent_path().parent_path();
+  if (ec || !fs::is_regular_file(run / "config.json", ec) || !fs::is_regular_file(run / "validation.txt", ec)) return "";
+  return run.string();
+}
+
 }  // namespace phasor

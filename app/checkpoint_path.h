@@ -12,4 +12,8 @@ namespace phasor {
 // folder is returned as given (the reader reports a missing or wrong file).
 std::string model_file_of(const std::string& path);
 
+// The training run a model file belongs to: the folder above its checkpoint
+// folder, when that holds a run's config.json and validation.txt; else "".
+std::string run_folder_of(const std::string& model_file);
+
 }  // namespace phasor

@@ -394,6 +394,26 @@ TEST_CASE("a run's first line names its model, parameter count, steps and folder
   CHECK(r.err.find("step 2/4 |") > r.err.find(first));
 }
 
+TEST_CASE("eval of a run's checkpoint scores its held-out text by default, and says when --data is its training text") {
+  const fs::path run = fresh_dir("eval_default");
+  REQUIRE(phasor_cli(train_args(run, "--steps 2 --eval-every 0")).status == 0);
+  const Cli held_out = phasor_cli("eval --checkpoint " + quote(run) + " --seq-len 32 --json");
+  REQUIRE_MESSAGE(held_out.status == 0, held_out.err);
+  CHECK(held_out.err.find("eval: scoring the run's held-out text, " + (fs::absolute(run) / "validation.txt").string()) == 0);
+  const Cli given = phasor_cli("eval --checkpoint " + quote(run) + " --seq-len 32 --json --data " + quote(run / "validation.txt"));
+  REQUIRE_MESSAGE(given.status == 0, given.err);
+  CHECK(Json::parse(held_out.out) == Json::parse(given.out));
+  CHECK(given.err.empty());  // the held-out text is not what it trained on: no note
+  const Cli training = phasor_cli("eval --checkpoint " + quote(run) + " --seq-len 32 --json --data " + quote(data_file()));
+  REQUIRE_MESSAGE(training.status == 0, training.err);
+  CHECK(training.err.find("is the text this run trained on") != std::string::npos);
+  CHECK(Json::parse(training.out).at("loss") != Json::parse(given.out).at("loss"));
+  // A model file outside any run has no held-out text to fall back on.
+  const fs::path lone = scratch() / "lone.safetensors";
+  fs::copy_file(run / "ckpt-00000002" / "model.safetensors", lone, fs::copy_options::overwrite_existing);
+  check_clear_failure(phasor_cli("eval --checkpoint " + quote(lone) + " --seq-len 32"), "give --data");
+}
+
 TEST_CASE("info --json prints one JSON object: the config and the parameter count") {
   const ModelConfig c = tiny_config(Position::Rope);
   const fs::path p = saved_model("info_json_model", c);
