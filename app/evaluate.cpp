@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "autograd/functions.h"
 #include "autograd/fused.h"
@@ -47,6 +48,16 @@ int64_t sample(const Tensor& logits_row, const SampleOptions& o, Generator& gen)
   const double mx = *std::max_element(l.begin(), l.end());
   double sum = 0;
   for (double& v : l) sum += (v = std::exp((v - mx) / o.temperature));
+  if (o.top_p < 1.0) {  // nucleus: keep the likeliest tokens until their mass reaches top_p (at least one)
+    std::vector<size_t> order(l.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return l[a] > l[b]; });
+    double kept = 0;
+    size_t n = 0;
+    while (n < order.size() && (n == 0 || kept < o.top_p * sum)) kept += l[order[n++]];
+    for (size_t i = n; i < order.size(); ++i) l[order[i]] = 0;
+    sum = kept;
+  }
   double u = gen.next_unit() * sum;
   for (size_t i = 0; i < l.size(); ++i)
     if ((u -= l[i]) <= 0) return static_cast<int64_t>(i);
@@ -66,6 +77,7 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
   PHASOR_CHECK(options.tokens >= 0, "generate: --tokens must be non-negative, got ", options.tokens);
   PHASOR_CHECK(std::isfinite(options.temperature) && options.temperature >= 0,
                "generate: --temperature must be a finite number >= 0, got ", options.temperature);
+  PHASOR_CHECK(options.top_p > 0 && options.top_p <= 1, "generate: --top-p must be in (0, 1], got ", options.top_p);
   // The KV cache grows with the tokens actually generated (KVCache::reserve), so
   // memory follows the output. A request past the positions a model supports
   // (models/config.h) is refused up front, before the sum below can overflow.

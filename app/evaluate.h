@@ -24,6 +24,7 @@ struct SampleOptions {
   int64_t tokens = 200;
   double temperature = 0.8;  // 0 = greedy
   int64_t top_k = 0;         // 0 = no cut
+  double top_p = 1.0;        // nucleus: the likeliest tokens whose probabilities sum to top_p (1 = no cut)
   uint64_t seed = 0;
 };
 // A prompt's tokens (one per byte); phasor::Error for a byte outside the vocabulary.

@@ -59,10 +59,10 @@ void bind_models(py::module_& m) {
            "the gradient of one evaluation window's loss w.r.t. every parameter (and with activations=True, dL/dr and "
            "dL/dphi at each layer's Euler transform), as `phasor grad` writes them")
       .def("generate", [](const CausalLM& model, const std::string& prompt, int64_t tokens, double temperature, int64_t top_k,
-                          uint64_t seed) {
+                          uint64_t seed, double top_p) {
              const std::vector<int64_t> ids = encode_prompt(prompt, model.config().vocab_size);
-             return py::bytes(ByteTokenizer().decode(generate(model, ids, SampleOptions{tokens, temperature, top_k, seed})));
-           }, "prompt"_a, "tokens"_a = 200, "temperature"_a = 0.8, "top_k"_a = 0, "seed"_a = 0,
+             return py::bytes(ByteTokenizer().decode(generate(model, ids, SampleOptions{tokens, temperature, top_k, top_p, seed})));
+           }, "prompt"_a, "tokens"_a = 200, "temperature"_a = 0.8, "top_k"_a = 0, "seed"_a = 0, "top_p"_a = 1.0,
            "the continuation of `prompt` (bytes: one token per byte), as `phasor generate` streams it");
   m.def("load", [](const std::string& path) { return std::shared_ptr<CausalLM>(load_model(model_file_of(path))); }, "checkpoint"_a,
         "a model from a checkpoint: a model.safetensors file, its checkpoint folder, or a run folder (its latest checkpoint)");

@@ -464,6 +464,39 @@ TEST_CASE("generate streams N bytes after the prompt and is reproducible with --
   CHECK(g1.out.size() == 3 + 12 + 1);
 }
 
+TEST_CASE("generate --top-p, --num-samples and an empty prompt") {
+  const fs::path p = saved_model("gen_model", tiny_config(Position::ComplexFormer));
+  const std::string base = "generate --checkpoint " + quote(p) + " --prompt abc --tokens 30 --temperature 1.0 --seed 5";
+  const Cli plain = phasor_cli(base), whole = phasor_cli(base + " --top-p 1");
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  CHECK(whole.out == plain.out);  // 1: no cut, the same draws
+  // A nucleus smaller than any token's probability keeps the likeliest token alone: greedy decoding.
+  const Cli narrow = phasor_cli(base + " --top-p 1e-9");
+  const Cli greedy = phasor_cli("generate --checkpoint " + quote(p) + " --prompt abc --tokens 30 --temperature 0");
+  REQUIRE_MESSAGE(narrow.status == 0, narrow.err);
+  CHECK(narrow.out == greedy.out);
+  const Cli half = phasor_cli(base + " --top-p 0.5");
+  REQUIRE_MESSAGE(half.status == 0, half.err);
+  CHECK(half.out.size() == plain.out.size());
+  CHECK(half.out != plain.out);  // an untrained model's distribution is flat: half its mass is a real cut
+  check_clear_failure(phasor_cli(base + " --top-p 0"), "--top-p");
+  check_clear_failure(phasor_cli(base + " --top-p 1.5"), "--top-p");
+
+  // Sample i uses seed S + i, after a header line.
+  const Cli two = phasor_cli(base + " --num-samples 2");
+  REQUIRE_MESSAGE(two.status == 0, two.err);
+  const Cli next = phasor_cli("generate --checkpoint " + quote(p) + " --prompt abc --tokens 30 --temperature 1.0 --seed 6");
+  CHECK(two.out == "--- sample 1 of 2 (seed 5)\n" + plain.out + "--- sample 2 of 2 (seed 6)\n" + next.out);
+
+  // An empty prompt starts a new line, which is not echoed.
+  const Cli empty = phasor_cli("generate --checkpoint " + quote(p) + " --tokens 10 --temperature 0");
+  const Cli newline = phasor_cli("generate --checkpoint " + quote(p) + " --prompt '\n' --tokens 10 --temperature 0");  // a newline inside the shell's quotes
+  REQUIRE_MESSAGE(empty.status == 0, empty.err);
+  REQUIRE_MESSAGE(newline.status == 0, newline.err);
+  CHECK(empty.out.size() == 10 + 1);
+  CHECK("\n" + empty.out == newline.out);
+}
+
 TEST_CASE("plot writes an SVG of a run's loss curve") {
   const fs::path run = fresh_dir("plot") / "run";
   const Cli t = phasor_cli(train_args(run, "--steps 10 --eval-every 5"));

@@ -62,3 +62,12 @@ def test_load_takes_a_checkpoint_folder_or_a_run_folder(run_dir, checkpoint, tex
     assert phasor.load(str(run_dir)).evaluate(text, seq_len=32, max_windows=20) == want
     with pytest.raises(phasor.Error, match="neither a model.safetensors"):
         phasor.load(str(tmp_path))
+
+
+def test_generate_takes_top_p(checkpoint):
+    model = phasor.load(str(checkpoint))
+    greedy = model.generate("12+", tokens=16, temperature=0)
+    assert model.generate("12+", tokens=16, temperature=1.0, top_p=1e-9, seed=3) == greedy  # only the likeliest token is left
+    assert model.generate("12+", tokens=16, temperature=1.0, top_p=1.0, seed=3) == model.generate("12+", tokens=16, temperature=1.0, seed=3)
+    with pytest.raises(phasor.Error, match="top-p must be in"):
+        model.generate("12+", tokens=4, top_p=0.0)
