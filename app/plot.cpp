@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -228,10 +229,35 @@ std::string line_chart_svg(const std::string& title, const std::vector<LineSerie
   return out.str();
 }
 
-void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg) {
+namespace {
+// The last `parts` components of a path ("a/b/run", 2: "b/run"), trailing slashes aside.
+std::string path_tail(const std::string& dir, size_t parts) {
+  std::vector<std::string> names;
+  for (const auto& part : fs::path(dir).lexically_normal())
+    if (!part.empty() && part != ".") names.push_back(part.string());
+  const size_t from = names.size() > parts ? names.size() - parts : 0;
+  std::string tail;
+  for (size_t i = from; i < names.size(); ++i) tail += (tail.empty() ? "" : "/") + names[i];
+  return tail.empty() ? dir : tail;
+}
+}  // namespace
+
+void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg, const std::vector<std::string>& labels) {
   PHASOR_CHECK(!run_dirs.empty(), "plot: no run folders given");
+  PHASOR_CHECK(labels.empty() || labels.size() == run_dirs.size(), "plot: ", labels.size(), " --label names for ", run_dirs.size(),
+               " runs; give one per run, in the runs' order");
   std::vector<RunLog> runs;
   for (const std::string& dir : run_dirs) runs.push_back(read_run_log(dir));
+  if (!labels.empty()) {
+    for (size_t i = 0; i < runs.size(); ++i) runs[i].name = labels[i];
+  } else {  // the fewest trailing path parts that tell every run apart
+    for (size_t parts = 1; parts < 64; ++parts) {
+      std::set<std::string> seen;
+      for (size_t i = 0; i < runs.size(); ++i) runs[i].name = path_tail(run_dirs[i], parts);
+      for (const RunLog& r : runs) seen.insert(r.name);
+      if (seen.size() == runs.size()) break;
+    }
+  }
   write_text_atomically(out_svg, loss_curves_svg(runs));
 }
 

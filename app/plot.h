@@ -40,8 +40,11 @@ struct LineSeries {
 std::string line_chart_svg(const std::string& title, const std::vector<LineSeries>& series, const std::string& x_label,
                            const std::string& y_label, bool log2_x = false);
 
-// Reads every run and writes loss_curves_svg to out_svg atomically.
-void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg);
+// Reads every run and writes loss_curves_svg to out_svg atomically. Each run's
+// legend entry is its label when `labels` are given (one per run), else its
+// folder's base name, or as many trailing parts of its path as tell it apart
+// from the others' (a/run and b/run, not run twice).
+void plot_runs(const std::vector<std::string>& run_dirs, const std::string& out_svg, const std::vector<std::string>& labels = {});
 
 // Per-head statistics of a complexformer run trained with --log-heads
 // (app/train.cpp writes them as "heads": one object per layer, each key an

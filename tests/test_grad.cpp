@@ -316,6 +316,15 @@ TEST_CASE("phasor grad writes the window's gradients under the checkpoint's name
     REQUIRE_MESSAGE(group.contains(name), name);
     CHECK_MESSAGE(group[name].get<double>() == doctest::Approx(n).epsilon(1e-5).scale(0), name);  // norms down to 4e-3
   }
+
+  // --json alone prints the same object and writes no file; neither --out nor --json is refused.
+  const std::string args = "grad --checkpoint " + quote(ckpt) + " --data " + quote(data_file()) + " --seq-len 16 --window 3 --activations";
+  const Cli alone = phasor_cli(args + " --json");
+  REQUIRE_MESSAGE(alone.status == 0, alone.err);
+  CHECK(nlohmann::json::parse(alone.out) == j);
+  const Cli neither = phasor_cli(args);
+  CHECK(neither.status != 0);
+  CHECK(neither.err.find("give --out FILE") != std::string::npos);
 }
 
 TEST_CASE("train --log-heads logs the per-head gradient norms of the logged step's batch") {

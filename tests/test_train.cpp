@@ -513,4 +513,19 @@ TEST_CASE("plot writes an SVG of a run's loss curve") {
   const fs::path svg2 = run.parent_path() / "nothing.svg";
   check_clear_failure(phasor_cli("plot " + quote(run.parent_path() / "absent") + " --out " + quote(svg2)), "absent");
   CHECK(!fs::exists(svg2));
+
+  // Two runs both named `run`: the legend tells them apart by their parent folders, or by --label.
+  const fs::path other = fresh_dir("plot_other") / "run";
+  REQUIRE(phasor_cli(train_args(other, "--steps 10 --eval-every 5")).status == 0);
+  const fs::path both = run.parent_path() / "both.svg";
+  REQUIRE(phasor_cli("plot " + quote(run) + " " + quote(other) + " --out " + quote(both)).status == 0);
+  const std::string two = read_bytes(both);
+  CHECK(two.find(">plot/run</text>") != std::string::npos);
+  CHECK(two.find(">plot_other/run</text>") != std::string::npos);
+  const Cli labelled = phasor_cli("plot " + quote(run) + " " + quote(other) + " --label 'lr 1e-3' baseline --out " + quote(both));
+  REQUIRE_MESSAGE(labelled.status == 0, labelled.err);
+  const std::string named = read_bytes(both);
+  CHECK(named.find(">lr 1e-3</text>") != std::string::npos);
+  CHECK(named.find(">baseline</text>") != std::string::npos);
+  check_clear_failure(phasor_cli("plot " + quote(run) + " " + quote(other) + " --label one --out " + quote(both)), "one per run");
 }

@@ -25,7 +25,7 @@ class Grad final : public Command {
     flags.option("--data", data_, "a text file or a built-in corpus").required();
     flags.option("--seq-len", seq_len_, "window length L").required().positive();
     flags.option("--window", window_, "which of the spec's evaluation windows (default 0)").non_negative();
-    flags.option("--out", out_, "output .safetensors (F32, the checkpoint's parameter names)").required();
+    flags.option("--out", out_, "output .safetensors (F32, the checkpoint's parameter names); --json alone writes no file");
     flags.flag("--json", json_, "print the loss and every gradient's 2-norm as one JSON object");
     flags.flag("--activations", activations_, "also write dL/dr and dL/dphi at each layer's Euler transform (complexformer only)");
     precision_.add(flags);
@@ -33,10 +33,11 @@ class Grad final : public Command {
 
   int run(const Flags&) override {
     const nn::PrecisionScope precision(precision_.value());
-    check_output_path("grad", "--out", out_, {{"--checkpoint", checkpoint_}, {"--data", data_}});
+    PHASOR_CHECK(!out_.empty() || json_, "grad: give --out FILE (the gradients, as safetensors), --json (the loss and their norms), or both");
+    if (!out_.empty()) check_output_path("grad", "--out", out_, {{"--checkpoint", checkpoint_}, {"--data", data_}});
     const auto model = load_model(checkpoint_);
     const WindowGradients g = window_gradients(*model, ByteTokenizer().encode(load_text(data_)), seq_len_, window_, activations_);
-    save_gradients(out_, g, model->config());
+    if (!out_.empty()) save_gradients(out_, g, model->config());
     if (json_) {
       std::printf("%s\n", gradient_norms_json(g).dump().c_str());
     } else {
