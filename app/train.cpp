@@ -43,7 +43,22 @@ nlohmann::json to_json(const TrainOptions& o) {
   j["model"] = to_json(o.model);
   // A float32 run writes the config earlier versions wrote, byte for byte (test_checkpoint).
   if (o.precision == "float32") j.erase("precision");
+  if (o.schedule_start != 0) j["schedule_start"] = o.schedule_start;
+  if (o.schedule_end != 0) j["schedule_end"] = o.schedule_end;
   return j;
+}
+
+double scheduled_lr(const TrainOptions& o, int64_t step) {
+  const int64_t end = o.schedule_end > 0 ? o.schedule_end : o.steps;
+  if (step >= end) return o.min_lr;
+  return nn::warmup_cosine_lr(step - o.schedule_start, o.warmup, end - o.schedule_start, o.lr, o.min_lr);
+}
+
+ScheduleOnExtend parse_schedule_on_extend(std::string_view name) {
+  if (name == "stretch") return ScheduleOnExtend::Stretch;
+  if (name == "hold") return ScheduleOnExtend::Hold;
+  if (name == "restart") return ScheduleOnExtend::Restart;
+  fail("train: --extend must be stretch, hold or restart, got '", name, "'");
 }
 
 TrainOptions train_options_from_json(const nlohmann::json& j) {
@@ -51,7 +66,10 @@ TrainOptions train_options_from_json(const nlohmann::json& j) {
   TrainOptions o;
   for (const auto& [key, v] : j.items()) {
     if (key == "model") o.model = model_config_from_json(v);
-    else if (!read_field(o, kTrainOptionFields, key, v)) {
+    else if (key == "schedule_start" || key == "schedule_end") {
+      PHASOR_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, "config: ", key, " must be a non-negative integer, got ", v.dump());
+      (key == "schedule_start" ? o.schedule_start : o.schedule_end) = v.get<int64_t>();
+    } else if (!read_field(o, kTrainOptionFields, key, v)) {
       const std::string& name = key;  // clang 14 does not capture structured bindings
       const bool model_field = std::ranges::any_of(kModelConfigFields, [&](const auto& f) { return f.name == name; });
       if (model_field) fail("config: '", key, "' is a model field: it goes under \"model\", as in {\"model\": {\"", key, "\": ...}}");
@@ -71,6 +89,9 @@ void validate(const TrainOptions& o) {
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
   PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");
   PHASOR_CHECK(o.precision == "float32" || o.precision == "bf16", "train: precision must be 'float32' or 'bf16', got '", o.precision, "'");
+  PHASOR_CHECK(o.schedule_start >= 0 && o.schedule_end >= 0 && (o.schedule_end == 0 || o.schedule_end > o.schedule_start) &&
+                   o.schedule_start < std::max<int64_t>(o.steps, 1),
+               "train: the schedule's span [", o.schedule_start, ", ", o.schedule_end, ") does not fit a run of ", o.steps, " steps");
 }
 
 // ---------------------------------------------------------------- the run
@@ -345,7 +366,7 @@ TrainSummary run_loop(Run& run) {
     }
     fault::rank_fault(comm.rank(), run.step);
     comm.set_step(run.step);
-    const double lr = nn::warmup_cosine_lr(run.step, o.warmup, o.steps, o.lr, o.min_lr);
+    const double lr = scheduled_lr(o, run.step);
     run.optimizer->set_lr(lr);
     const Batch b = run.sampler->next();
     if (o.log_heads) run.probe_heads((run.step + 1) % o.log_every == 0 || run.step + 1 == o.steps);  // the steps logged below
@@ -454,7 +475,28 @@ TrainSummary train(const TrainOptions& options) {
   return run_loop(run);
 }
 
-TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::string& precision) {
+namespace {
+// A lengthened run's schedule for its added steps, and a line on stderr saying
+// which applies and what the learning rate does at the first added step.
+void extend_schedule(TrainOptions& o, int64_t done, int64_t total, ScheduleOnExtend extend) {
+  const int64_t before = o.steps;
+  const double lr_before = scheduled_lr(o, done);
+  switch (extend) {
+    case ScheduleOnExtend::Stretch: o.schedule_end = 0; break;  // the cosine to the new total
+    case ScheduleOnExtend::Hold: if (o.schedule_end == 0) o.schedule_end = before; break;
+    case ScheduleOnExtend::Restart: o.schedule_start = before, o.schedule_end = 0; break;
+  }
+  o.steps = total;
+  const char* what = extend == ScheduleOnExtend::Stretch ? "stretch: the cosine now ends at the new total"
+                     : extend == ScheduleOnExtend::Hold  ? "hold: the cosine ends where it did, the added steps at min_lr"
+                                                         : "restart: a new warm-up and cosine over the added steps";
+  if (world().is_root())
+    std::fprintf(stderr, "resume: %ld -> %ld steps; --extend %s, so step %ld's lr is %.2e (%.2e as the run was scheduled); --extend stretch|hold|restart chooses\n",
+                 static_cast<long>(before), static_cast<long>(total), what, static_cast<long>(done + 1), scheduled_lr(o, done), lr_before);
+}
+}  // namespace
+
+TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::string& precision, ScheduleOnExtend extend) {
   const std::string dir = latest_checkpoint(run_dir);
   PHASOR_CHECK(!dir.empty(), "resume: '", run_dir, "' has no checkpoint (no 'latest' file)");
   nn::TrainingCheckpoint ckpt = nn::load_training_checkpoint(dir);
@@ -469,7 +511,14 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
                " process(es) and this run has ", world().world_size(),
                "; resume with the same number of ranks (the global batch and each rank's data shard depend on it)");
   options.run_dir = run_dir;
-  if (total_steps > 0) options.steps = total_steps;
+  int64_t done_steps = 0;
+  try {
+    done_steps = ckpt.state.at("step").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(dir, "/state.json: missing or malformed training state (", e.what(), ")");
+  }
+  if (total_steps > options.steps) extend_schedule(options, done_steps, total_steps, extend);
+  else if (total_steps > 0) options.steps = total_steps;
   if (!precision.empty()) options.precision = precision;  // float32 weights either way: a run may change precision
   validate(options);
   // The file must be a Phasor model (as info, eval and generate require), its
@@ -482,6 +531,9 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
   PHASOR_CHECK(to_json(file_config) == to_json(options.model), model_file, ": its config ", to_json(file_config).dump(),
                " is not the run's (", dir, "/state.json holds ", to_json(options.model).dump(), ")");
   Run run(options);
+  // The run's config.json says what it now is: its length and precision as resumed.
+  if (world().is_root() && to_json(options) != ckpt.state.at("options"))
+    write_file_atomic(run_dir + "/config.json", to_json(options).dump(2) + "\n");
   run.model->load_state_dict(ckpt.model);
   int64_t optimizer_steps = 0;
   uint64_t sampler_seed = 0, sampler_offset = 0;

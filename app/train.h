@@ -4,6 +4,7 @@
 // checkpoints with exact resume, Ctrl-C saving, and skipping of NaN steps.
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -37,7 +38,14 @@ struct TrainOptions {
   bool log_heads = false;      // per-head CMHA statistics in the log
   std::string device = "cpu";  // cpu or cuda (the CUDA backend, one GPU)
   std::string precision = "float32";  // float32 or bf16 (nn/precision.h); a resumed run may change it
+  // The learning-rate schedule's span: warm-up from schedule_start, cosine decay
+  // to min_lr at schedule_end (0: at `steps`), min_lr after it. Set when a resumed
+  // run is lengthened (ScheduleOnExtend); not flags, and left out of the JSON at 0.
+  int64_t schedule_start = 0, schedule_end = 0;
 };
+
+// The learning rate of step `step` (from 0) under o's schedule.
+double scheduled_lr(const TrainOptions& o, int64_t step);
 
 // The fields besides `model` (whose own are kModelConfigFields), in the order of
 // their flags in `phasor train --help`. Cross-field rules are in validate().
@@ -87,10 +95,20 @@ struct TrainSummary {
 
 // Trains from scratch into options.run_dir (which must not hold a checkpoint yet).
 TrainSummary train(const TrainOptions& options);
+// How a resumed run that is lengthened (--steps past its total) schedules the added steps:
+enum class ScheduleOnExtend {
+  Stretch,  // the cosine spans the new total, as if the run had been that long (the lr rises again)
+  Hold,     // the cosine ends where it did; the added steps run at min_lr
+  Restart,  // a new warm-up and cosine over the added steps, from lr to min_lr
+};
+ScheduleOnExtend parse_schedule_on_extend(std::string_view name);  // stretch, hold, restart; throws naming them
+
 // Continues the run in run_dir exactly where its latest checkpoint left it;
-// `total_steps` > 0 raises the total step count; a non-empty `precision`
+// `total_steps` > 0 changes the total step count (a longer run schedules its
+// added steps as `extend` says, and says so on stderr); a non-empty `precision`
 // (float32, bf16) replaces the run's: the weights are float32 either way.
-TrainSummary resume(const std::string& run_dir, int64_t total_steps = 0, const std::string& precision = "");
+TrainSummary resume(const std::string& run_dir, int64_t total_steps = 0, const std::string& precision = "",
+                    ScheduleOnExtend extend = ScheduleOnExtend::Stretch);
 
 // The latest complete checkpoint folder of a run ("" if none).
 std::string latest_checkpoint(const std::string& run_dir);

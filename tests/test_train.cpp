@@ -142,6 +142,41 @@ TEST_CASE("resume is exact through the cosine decay when the total stays the sam
   check_same_tensors(whole / "ckpt-00000020" / "optimizer.safetensors", copy / "ckpt-00000020" / "optimizer.safetensors");
 }
 
+TEST_CASE("a lengthened run schedules its added steps as --extend says, and says which applies") {
+  const auto lrs = [](const fs::path& run) {
+    std::vector<double> out;
+    std::istringstream log(read_bytes(run / "log.jsonl"));
+    for (std::string line; std::getline(log, line);)
+      if (const Json j = Json::parse(line); j.contains("lr")) out.push_back(j.at("lr").get<double>());
+    return out;
+  };
+  const std::string common = "--warmup 2 --lr 1e-2 --min-lr 1e-3 --eval-every 0";
+  std::map<std::string, std::vector<double>> added;
+  for (const char* mode : {"stretch", "hold", "restart"}) {
+    const fs::path run = fresh_dir(std::string("extend_") + mode) / "run";
+    REQUIRE(phasor_cli(train_args(run, common + " --steps 10", {{"--log-every", "1"}})).status == 0);
+    const Cli r = phasor_cli("train --resume " + quote(run) + " --steps 16 --extend " + mode);
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    CHECK(r.err.find("resume: 10 -> 16 steps; --extend " + std::string(mode)) == 0);
+    const std::vector<double> all = lrs(run);
+    REQUIRE(all.size() == 16);
+    added[mode] = std::vector<double>(all.begin() + 10, all.end());
+    CHECK(Json::parse(read_bytes(run / "config.json")).at("steps") == 16);  // config.json says what the run now is
+  }
+  // stretch: the schedule of a 16-step run (the lr rises again); hold: min_lr; restart: warm-up, then a new cosine.
+  const fs::path one_go = fresh_dir("extend_one_go") / "run";
+  REQUIRE(phasor_cli(train_args(one_go, common + " --steps 16", {{"--log-every", "1"}})).status == 0);
+  const std::vector<double> whole = lrs(one_go);
+  CHECK(added["stretch"] == std::vector<double>(whole.begin() + 10, whole.end()));
+  for (double lr : added["hold"]) CHECK(lr == 1e-3);
+  CHECK(added["restart"][0] == doctest::Approx(0.5e-2).epsilon(1e-12));  // warm-up step 1 of 2
+  CHECK(added["restart"][1] == doctest::Approx(1e-2).epsilon(1e-12));
+  CHECK(added["restart"][2] == doctest::Approx(1e-2).epsilon(1e-12));  // the cosine's first step is its peak
+  for (size_t i = 3; i < added["restart"].size(); ++i) CHECK(added["restart"][i] < added["restart"][i - 1]);
+  CHECK(added["restart"].back() > 1e-3);  // its cosine runs to the new total
+  check_clear_failure(phasor_cli(train_args(fresh_dir("extend_fresh") / "run", "--steps 2 --extend hold")), "--extend");
+}
+
 TEST_CASE("train --precision bf16: finite losses near float32's, float32 checkpoints, resumed in float32 and back") {
   const std::string common = "--warmup 5 --seed 4 --lr 1e-2";
   const fs::path f32 = fresh_dir("prec_f32") / "run", bf16 = fresh_dir("prec_bf16") / "run";

@@ -56,6 +56,9 @@ class Train final : public Command {
   void add_flags(Flags& flags) override {
     flags.option("--config", config_file_, "JSON file of options (flags override it)");
     flags.option("--resume", resume_dir_, "continue the run in this folder exactly where it stopped");
+    flags.option("--extend", extend_, "with --resume and a larger --steps: stretch (the cosine spans the new total), hold (the added steps at "
+                                      "min_lr) or restart (a new warm-up and cosine over them) (default stretch)")
+        .one_of({"stretch", "hold", "restart"});
     // model and optimizer flags; each overrides the config file
     field_flags_.add<ModelConfig>(flags, options_.model, kModelConfigFields);
     field_flags_.add<TrainOptions>(flags, options_, kTrainOptionFields);
@@ -70,15 +73,19 @@ class Train final : public Command {
     init_distributed(dist_);
     if (!resume_dir_.empty())  // a resumed run is the checkpoint's run: only its length may change
       for (const std::string& name : flags.given())
-        PHASOR_CHECK(name == "--resume" || name == "--steps" || name == "--precision" || name == "--distributed" ||
+        PHASOR_CHECK(name == "--resume" || name == "--steps" || name == "--precision" || name == "--extend" || name == "--distributed" ||
                          name == "--dist-timeout",  // how to run, not what
-                     "train: ", name, " cannot be combined with --resume (the run continues with its own options; only --steps and --precision may change)");
+                     "train: ", name, " cannot be combined with --resume (the run continues with its own options; only --steps, --extend and --precision may change)");
     field_flags_.apply();
     if (resume_dir_.empty())  // the run's own files must not replace its data or config
       for (const char* file : {"config.json", "validation.txt", "log.jsonl", "latest"})
         refuse_output_over_inputs("train", "the run file", options_.run_dir + "/" + file,
                                   {{"--data", options_.data}, {"--config", config_file_}});
-    const TrainSummary s = resume_dir_.empty() ? train(options_) : resume(resume_dir_, flags.count("--steps") ? options_.steps : 0, flags.count("--precision") ? options_.precision : "");
+    PHASOR_CHECK(flags.count("--extend") == 0 || (!resume_dir_.empty() && flags.count("--steps") > 0),
+                 "train: --extend says how a resumed run schedules the steps a larger --steps adds; give it with --resume and --steps");
+    const TrainSummary s = resume_dir_.empty() ? train(options_)
+                                               : resume(resume_dir_, flags.count("--steps") ? options_.steps : 0,
+                                                        flags.count("--precision") ? options_.precision : "", parse_schedule_on_extend(extend_));
     const auto loss_text = [](bool computed, double loss) {
       char text[32] = "not computed";
       if (computed) std::snprintf(text, sizeof text, "%.4f", loss);
@@ -94,7 +101,7 @@ class Train final : public Command {
 
  private:
   TrainOptions options_;
-  std::string config_file_, resume_dir_;
+  std::string config_file_, resume_dir_, extend_ = "stretch";
   FieldFlags field_flags_;
   DistributedOptions dist_;
 };
