@@ -228,6 +228,11 @@ struct Run {
       nn::save_training_checkpoint(dir, ckpt);
       // Only once the folder is complete does `latest` move to it.
       write_file_atomic(options.run_dir + "/latest", name + "\n");
+      // A resumed run that changed its length or precision: its config.json follows, once the checkpoint that has them is saved.
+      if (config_changed) {
+        write_file_atomic(options.run_dir + "/config.json", to_json(options).dump(2) + "\n");
+        config_changed = false;
+      }
     } catch (...) {
       remove_unfinished();
       throw;
@@ -292,6 +297,8 @@ struct Run {
   std::vector<EulerGradientNorms> head_gradients;  // of the step being logged
 
   std::string previous_checkpoint_;
+  bool config_changed = false;  // config.json no longer describes the run (resumed with other steps or precision)
+  std::string opening_note;     // said with the run's opening line (a resumed run's schedule)
 };
 
 TrainSummary run_loop(Run& run) {
@@ -317,6 +324,7 @@ TrainSummary run_loop(Run& run) {
   const auto announce = [&] {
     if (!root || announced) return;
     announced = true;
+    std::fputs(run.opening_note.c_str(), stderr);
     const ModelConfig& m = o.model;
     std::fprintf(stderr, "%s model (d_model %ld, n_layers %ld, n_heads %ld, d_ff %ld), %ld parameters; steps %ld to %ld, %ld x %ld tokens each, %s, %s; run folder %s\n",
                  std::string(position_name(m.position)).c_str(), static_cast<long>(m.d_model), static_cast<long>(m.n_layers),
@@ -476,9 +484,9 @@ TrainSummary train(const TrainOptions& options) {
 }
 
 namespace {
-// A lengthened run's schedule for its added steps, and a line on stderr saying
+// A lengthened run's schedule for its added steps, and the line that says
 // which applies and what the learning rate does at the first added step.
-void extend_schedule(TrainOptions& o, int64_t done, int64_t total, ScheduleOnExtend extend) {
+std::string extend_schedule(TrainOptions& o, int64_t done, int64_t total, ScheduleOnExtend extend) {
   const int64_t before = o.steps;
   const double lr_before = scheduled_lr(o, done);
   switch (extend) {
@@ -490,9 +498,10 @@ void extend_schedule(TrainOptions& o, int64_t done, int64_t total, ScheduleOnExt
   const char* what = extend == ScheduleOnExtend::Stretch ? "stretch: the cosine now ends at the new total"
                      : extend == ScheduleOnExtend::Hold  ? "hold: the cosine ends where it did, the added steps at min_lr"
                                                          : "restart: a new warm-up and cosine over the added steps";
-  if (world().is_root())
-    std::fprintf(stderr, "resume: %ld -> %ld steps; --extend %s, so step %ld's lr is %.2e (%.2e as the run was scheduled); --extend stretch|hold|restart chooses\n",
-                 static_cast<long>(before), static_cast<long>(total), what, static_cast<long>(done + 1), scheduled_lr(o, done), lr_before);
+  char line[400];
+  std::snprintf(line, sizeof line, "resume: %ld -> %ld steps; --extend %s, so step %ld's lr is %.2e (%.2e as the run was scheduled); --extend stretch|hold|restart chooses\n",
+                static_cast<long>(before), static_cast<long>(total), what, static_cast<long>(done + 1), scheduled_lr(o, done), lr_before);
+  return line;
 }
 }  // namespace
 
@@ -517,7 +526,8 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
   } catch (const nlohmann::json::exception& e) {
     fail(dir, "/state.json: missing or malformed training state (", e.what(), ")");
   }
-  if (total_steps > options.steps) extend_schedule(options, done_steps, total_steps, extend);
+  std::string extended;  // said with the opening line: a resume refused before prints its one error line alone
+  if (total_steps > options.steps) extended = extend_schedule(options, done_steps, total_steps, extend);
   else if (total_steps > 0) options.steps = total_steps;
   if (!precision.empty()) options.precision = precision;  // float32 weights either way: a run may change precision
   validate(options);
@@ -531,9 +541,7 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
   PHASOR_CHECK(to_json(file_config) == to_json(options.model), model_file, ": its config ", to_json(file_config).dump(),
                " is not the run's (", dir, "/state.json holds ", to_json(options.model).dump(), ")");
   Run run(options);
-  // The run's config.json says what it now is: its length and precision as resumed.
-  if (world().is_root() && to_json(options) != ckpt.state.at("options"))
-    write_file_atomic(run_dir + "/config.json", to_json(options).dump(2) + "\n");
+  run.config_changed = to_json(options) != ckpt.state.at("options");  // config.json follows at the next save
   run.model->load_state_dict(ckpt.model);
   int64_t optimizer_steps = 0;
   uint64_t sampler_seed = 0, sampler_offset = 0;
@@ -553,6 +561,7 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
   run.sampler->restore(sampler_seed, sampler_offset);
   run.previous_checkpoint_ = fs::path(dir).filename().string();
   run.open_log();
+  run.opening_note = extended;
   return run_loop(run);
 }
 
