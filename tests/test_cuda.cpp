@@ -535,15 +535,24 @@ TEST_CASE("cuda: a bf16 mixed-precision training step of the model matches the C
   CHECK(std::abs(c - f) / f < 1e-2);
   lc.backward();
   lg.backward();
-  const auto pc = cpu_model.named_parameters(), pg = gpu_model.named_parameters();
+  // Each gradient against the CPU's bf16 one, as a whole (relative 2-norm of the
+  // difference): where the two accumulation orders round an activation to the
+  // other side of a bfloat16 step, single elements differ by far more.
+  const auto pc = cpu_model.named_parameters(), pg = gpu_model.named_parameters(), pf = f32_model.named_parameters();
+  const auto norm_of = [](const Tensor& t) { return ops::norm(ops::to(t, DType::Float64)).item<double>(); };
+  const auto relative = [&](const Tensor& ref, const Tensor& got) { return norm_of(ops::binary(ops::Binary::Sub, ref, got)) / norm_of(ref); };
+  double worst = 0, bf16_vs_f32 = 0;
   for (size_t i = 0; i < pc.size(); ++i) {
     const Tensor gc = pc[i].second.grad(), gg = pg[i].second.grad();
     REQUIRE(gg.defined());
     CHECK(gg.dtype() == DType::Float32);  // the weights and their gradients stay float32
-    // Against the CPU's bf16 gradient at a tolerance scaled to the gradient's size.
-    const double scale = std::sqrt(ops::sum(ops::unary(ops::Unary::Square, gc)).item<double>() / static_cast<double>(gc.numel()));
-    expect_mostly_close(gc, to_cpu(gg), 1e-3 * scale, 1e-3, 0.01, "bf16 grad of " + pc[i].first);
+    ++checks_done;
+    const double r = relative(gc, to_cpu(gg));
+    CHECK_MESSAGE(r < 5e-3, "bf16 grad of ", pc[i].first, ": relative difference ", r);
+    worst = std::max(worst, r);
+    bf16_vs_f32 = std::max(bf16_vs_f32, relative(pf[i].second.grad(), gc));
   }
+  MESSAGE("bf16 gradients, GPU against CPU: worst relative 2-norm difference ", worst, " (bf16 against float32 on the CPU: ", bf16_vs_f32, ")");
 }
 
 // ---------------------------------------------------------------- indexing
