@@ -549,7 +549,7 @@ void fused() {
   }
   // AdamW over empty, 0-d and size-1 parameters (in place: the updated parameter is the output).
   for (const Dims& s : kShapes) {
-    const P::ops::AdamWStep st{0.1, 0.01, 0.9, 0.999, 1e-8, 1.0 - 0.9, std::sqrt(1.0 - 0.999)};
+    const P::ops::AdamWStep st{0.1, 0.01, 0.9, 0.999, 1e-8, 1.0 - 0.9, std::sqrt(1.0 - 0.999), P::Tensor()};  // corrections given: no device schedule
     add1("adamw_step_", "adamw_step_(" + str(s) + ")", {In{s, kF, {}, true}, In{s, kF, {}, true}},
          [st](const PT& x) {
            const P::Tensor param = P::ops::clone(x[0]), m = P::zeros(x[0].shape(), kF), v = P::zeros(x[0].shape(), kF);
