@@ -3,9 +3,11 @@
 // (create_graph, grad, hvp, jvp, gradgradcheck).
 #include <optional>
 #include <sstream>
+#include <string>
 #include <string_view>
 #include <variant>
 
+#include <pybind11/eval.h>
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
@@ -230,6 +232,21 @@ into values a graph has saved (including via t.detach().numpy()).)");
     tensor.def(("__" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, py::is_operator());
     tensor.def(("__r" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(operand(b, a), a); }, py::is_operator());
   }
+  // Comparisons give bool tensors, element by element, as NumPy's and PyTorch's do;
+  // the hash stays the object's identity (PyTorch's), so tensors still key a dict.
+  const std::pair<const char*, ops::Compare> comparisons[] = {{"eq", ops::Compare::Eq}, {"ne", ops::Compare::Ne}, {"lt", ops::Compare::Lt},
+                                                              {"le", ops::Compare::Le}, {"gt", ops::Compare::Gt}, {"ge", ops::Compare::Ge}};
+  for (const auto& [name, op] : comparisons) {
+    const ops::Compare cmp = op;  // a lambda cannot capture a structured binding before clang 16
+    tensor.def(("__" + std::string(name) + "__").c_str(),
+               [cmp](const Tensor& a, const Operand& b) { return ops::compare(cmp, a.detach(), operand(b, a).detach()); }, py::is_operator());
+  }
+  tensor.def("__hash__", [](py::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); });
+  tensor.def_property_readonly("device", [](const Tensor& t) {
+    std::ostringstream name;
+    name << t.device();
+    return name.str();
+  }, "where the tensor lives: 'cpu' or 'cuda:0'");
   tensor.def("__neg__", [](const Tensor& a) { return neg(a); })
       .def("__abs__", [](const Tensor& a) { return abs(a); })  // abs(t): |z| of a complex tensor, real
       .def("__pow__", [](const Tensor& a, double e) { return pow(a, e); }, py::is_operator())
@@ -297,10 +314,28 @@ into values a graph has saved (including via t.detach().numpy()).)");
   m.def("manual_seed", &manual_seed, "seed"_a);
 
   // Autograd.
-  py::class_<NoGrad>(m, "no_grad", "with phasor.no_grad(): nothing inside records a graph")
+  py::class_<NoGrad>(m, "no_grad", "with phasor.no_grad(): nothing inside records a graph; @phasor.no_grad() on a function: nor does its body")
       .def(py::init<>())
       .def("__enter__", &NoGrad::enter)
-      .def("__exit__", &NoGrad::exit);
+      .def("__exit__", &NoGrad::exit)
+      .def("__call__", [](py::object self, const py::function& fn) {
+        // A Python wrapper, so that functools.wraps can give it the function's name and docstring.
+        // Never destroyed: a static py::object would be released after the interpreter is gone.
+        static const py::object* wrap = new py::object([] {
+          py::dict scope;
+          py::exec(R"(
+import functools
+def wrap(fn, no_grad):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with no_grad():
+            return fn(*args, **kwargs)
+    return wrapper
+)", scope);
+          return py::object(scope["wrap"]);
+        }());
+        return (*wrap)(fn, py::type::of(self));
+      }, "fn"_a);
   m.def("is_grad_enabled", &GradMode::enabled);
   py::class_<GradcheckResult>(m, "GradcheckResult")
       .def_readonly("ok", &GradcheckResult::ok)

@@ -71,3 +71,32 @@ def test_generate_takes_top_p(checkpoint):
     assert model.generate("12+", tokens=16, temperature=1.0, top_p=1.0, seed=3) == model.generate("12+", tokens=16, temperature=1.0, seed=3)
     with pytest.raises(phasor.Error, match="top-p must be in"):
         model.generate("12+", tokens=4, top_p=0.0)
+
+
+def test_comparisons_give_bool_tensors_as_numpy():
+    a = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    b = np.array([2.0, 2.0, 2.0])
+    t, u = phasor.tensor(a), phasor.tensor(b)
+    for op in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+        got = getattr(t, op)(u)
+        assert got.dtype == phasor.bool
+        np.testing.assert_array_equal(got.numpy(), getattr(a, op)(b))  # broadcast as NumPy does
+        np.testing.assert_array_equal(getattr(t, op)(2.0).numpy(), getattr(a, op)(2.0))  # and with a number
+    np.testing.assert_array_equal((2.0 < t).numpy(), 2.0 < a)  # reflected
+    x = phasor.tensor([1.0, 2.0]).requires_grad_()
+    assert not (x > 1.5).requires_grad  # a comparison has no gradient
+    assert {t: 1}[t] == 1  # still hashable, by identity
+
+
+def test_device_and_no_grad_as_a_decorator():
+    assert phasor.zeros([2]).device == "cpu"
+
+    @phasor.no_grad()
+    def scaled(v):
+        """Twice v."""
+        return v * 2.0
+
+    x = phasor.tensor([1.0]).requires_grad_()
+    assert not scaled(x).requires_grad
+    assert (x * 2.0).requires_grad  # grad mode is back after the call
+    assert scaled.__name__ == "scaled" and scaled.__doc__ == "Twice v."
