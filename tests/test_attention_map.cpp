@@ -139,12 +139,21 @@ TEST_CASE("phasor attention writes the map, and refuses a bad layer, head or tex
   std::tie(status, err) = run("--text 'hello world' --layer 1 --head 0");
   INFO(err);
   REQUIRE(status == 0);
-  CHECK(count_of(read_text_file(out.string()), "<rect class=\"cell\"") == 11 * 12 / 2);
+  const std::string from_text = read_text_file(out.string());
+  CHECK(count_of(from_text, "<rect class=\"cell\"") == 11 * 12 / 2);
+  fs::remove(out);
+  // The same text from a file draws the same map.
+  write_bytes(dir / "text.txt", "hello world");
+  std::tie(status, err) = run("--text-file " + quote(dir / "text.txt") + " --layer 1 --head 0");
+  REQUIRE_MESSAGE(status == 0, err);
+  CHECK(read_text_file(out.string()) == from_text);
   fs::remove(out);
   for (const auto& refusal : std::vector<std::pair<std::string, std::string>>{
            {"--text hi --layer 2 --head 0", "attention: --layer 2 is out of range: the model has 2 layer(s)"},
            {"--text hi --layer 0 --head -1", "attention: --head -1 is out of range"},
-           {"--text '' --layer 0 --head 0", "attention: --text is empty"}}) {
+           {"--text '' --layer 0 --head 0", "attention: --text is empty"},
+           {"--layer 0 --head 0", "attention: give the text with one of --text and --text-file"},
+           {"--text hi --text-file " + quote(dir / "text.txt") + " --layer 0 --head 0", "attention: give the text with one of"}}) {
     const std::string& args = refusal.first;
     const std::string& message = refusal.second;
     std::tie(status, err) = run(args);

@@ -9,6 +9,8 @@
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
+#include "nn/atomic_file.h"
+#include "tensor/error.h"
 
 namespace phasor::cli {
 
@@ -20,16 +22,19 @@ class Attention final : public Command {
 
   void add_flags(Flags& flags) override {
     flags.option("--checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
-    flags.option("--text", text_, "the text (one token per byte)").required();
+    flags.option("--text", text_, "the text (one token per byte)");
+    flags.option("--text-file", text_file_, "read the text from this file instead (one of --text and --text-file)");
     flags.option("--layer", layer_, "layer index, from 0").required();
     flags.option("--head", head_, "head index, from 0").required();
     flags.option("--out", out_, "output SVG file").required();
   }
 
-  int run(const Flags&) override {
-    check_output_path("attention", "--out", out_, {{"--checkpoint", checkpoint_}});
+  int run(const Flags& flags) override {
+    PHASOR_CHECK(flags.count("--text") + flags.count("--text-file") == 1, "attention: give the text with one of --text and --text-file");
+    check_output_path("attention", "--out", out_, {{"--checkpoint", checkpoint_}, {"--text-file", text_file_}});
+    const std::string text = text_file_.empty() ? text_ : read_file_bytes(text_file_, 1u << 20, "1 MiB for an attention map's text");
     const auto model = load_model(checkpoint_);
-    const std::vector<int64_t> ids = ByteTokenizer().encode(text_);
+    const std::vector<int64_t> ids = ByteTokenizer().encode(text);
     const Tensor map = attention_map(*model, ids, layer_, head_);
     const std::string title = "layer " + std::to_string(layer_) + ", head " + std::to_string(head_) + " (" +
                               std::string(position_name(model->config().position)) + ")";
@@ -39,7 +44,7 @@ class Attention final : public Command {
   }
 
  private:
-  std::string checkpoint_, text_, out_;
+  std::string checkpoint_, text_, text_file_, out_;
   int64_t layer_ = 0, head_ = 0;
 };
 
