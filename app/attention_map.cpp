@@ -58,7 +58,12 @@ std::string attention_map_svg(const Tensor& map, const std::vector<int64_t>& tok
                " does not match ", n, " tokens");
   const std::vector<double> a = map.to_vector<double>();
   const double cell = std::clamp(640.0 / static_cast<double>(n), 3.0, 28.0);
-  const int64_t label_every = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(9.0 / cell)));  // labels stay legible
+  // Every character labels its row and column where each fits (9 px); else the
+  // axes show positions, at a round step wide enough for their digits.
+  const bool characters = cell >= 9.0;
+  int64_t step = 1;
+  for (const int64_t s : {1, 2, 5, 10, 20, 50, 100})
+    if ((step = s) * cell >= 7.0 * static_cast<double>(std::to_string(n - 1).size()) + 6.0) break;
   const double font = std::min(13.0, std::max(8.0, cell * 0.7));
   const double left = 70, top = 90, side = cell * static_cast<double>(n);
   const double width = left + side + 140, height = top + side + 40;
@@ -66,9 +71,10 @@ std::string attention_map_svg(const Tensor& map, const std::vector<int64_t>& tok
   std::ostringstream out;
   out << svg::begin_document(width, height) << "<text x=\"" << svg::fixed(left + side / 2) << "\" y=\"28\" text-anchor=\"middle\" "
       << "font-size=\"17\" font-weight=\"bold\">" << svg::escape(title) << "</text>\n"
-      << "<text x=\"" << svg::fixed(left + side / 2) << "\" y=\"52\" text-anchor=\"middle\">key (attended to)</text>\n"
+      << "<text x=\"" << svg::fixed(left + side / 2) << "\" y=\"52\" text-anchor=\"middle\">key" << (characters ? "" : " position")
+      << " (attended to)</text>\n"
       << "<text x=\"20\" y=\"" << svg::fixed(top + side / 2) << "\" text-anchor=\"middle\" transform=\"rotate(-90 20 "
-      << svg::fixed(top + side / 2) << ")\">query</text>\n"
+      << svg::fixed(top + side / 2) << ")\">query" << (characters ? "" : " position") << "</text>\n"
       << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << svg::fixed(side) << "\" height=\"" << svg::fixed(side)
       << "\" fill=\"#f4f4f4\" stroke=\"#333\"/>\n";
   // Only the cells a query can attend to (non-zero probability) are drawn.
@@ -83,13 +89,14 @@ std::string attention_map_svg(const Tensor& map, const std::vector<int64_t>& tok
           << svg::fixed(p, 4) << "</title></rect>\n";
     }
   out << "<g font-family=\"monospace\" font-size=\"" << svg::fixed(font) << "\" fill=\"#333\">\n";
-  for (int64_t i = 0; i < n; i += label_every) {
-    const std::string label = svg::escape(token_label(tokens[i]));
+  for (int64_t i = 0; i < n; i += characters ? 1 : step) {
+    const std::string label = characters ? svg::escape(token_label(tokens[i])) : std::to_string(i);
+    const char* kind = characters ? "label" : "position";
     const double middle = cell * (static_cast<double>(i) + 0.5);
-    out << "<text class=\"key-label\" x=\"" << svg::fixed(left + middle) << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\">"
+    out << "<text class=\"key-" << kind << "\" x=\"" << svg::fixed(left + middle) << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\">"
         << label << "</text>\n"
-        << "<text class=\"query-label\" x=\"" << left - 6 << "\" y=\"" << svg::fixed(top + middle + font / 3) << "\" text-anchor=\"end\">"
-        << label << "</text>\n";
+        << "<text class=\"query-" << kind << "\" x=\"" << left - 6 << "\" y=\"" << svg::fixed(top + middle + font / 3)
+        << "\" text-anchor=\"end\">" << label << "</text>\n";
   }
   out << "</g>\n";
   // Colour bar: probability 0 (bottom) to 1 (top).
@@ -102,6 +109,9 @@ std::string attention_map_svg(const Tensor& map, const std::vector<int64_t>& tok
   for (double v : {0.0, 0.5, 1.0})
     out << "<text x=\"" << svg::fixed(bar_x + 22) << "\" y=\"" << svg::fixed(top + bar_h * (1 - v) + 4) << "\">" << svg::fixed(v, 1)
         << "</text>\n";
+  const double label_x = bar_x + 62, label_y = top + bar_h / 2;
+  out << "<text class=\"bar-label\" x=\"" << svg::fixed(label_x) << "\" y=\"" << svg::fixed(label_y) << "\" text-anchor=\"middle\" transform=\"rotate(-90 "
+      << svg::fixed(label_x) << " " << svg::fixed(label_y) << ")\">attention probability</text>\n";
   out << "</svg>\n";
   return out.str();
 }

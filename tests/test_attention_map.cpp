@@ -122,6 +122,16 @@ TEST_CASE("attention_map_svg draws one cell per non-zero probability, with the c
   // A masked cell is not drawn: a uniform-looking map with the mask missing would have n^2 cells.
   Tensor full = ones({n, n}, DType::Float64) / static_cast<double>(n);
   CHECK(count_of(attention_map_svg(full, tokens, "t"), "<rect class=\"cell\"") == static_cast<size_t>(n * n));
+  CHECK(count_of(svg, "attention probability</text>") == 1);  // the colour bar says what it measures
+  // 400 characters: too many to label each; the axes show positions at a round step instead.
+  const std::vector<int64_t> long_text(400, 'a');
+  const std::string wide = attention_map_svg(ones({400, 400}, DType::Float64) / 400.0, long_text, "t");
+  CHECK(count_of(wide, "class=\"key-label\"") == 0);
+  const size_t positions = count_of(wide, "class=\"key-position\"");
+  CHECK(positions >= 8);  // every 20 or 50 positions, readable
+  CHECK(positions <= 40);
+  CHECK(wide.find(">0</text>") != std::string::npos);
+  CHECK(wide.find("key position (attended to)") != std::string::npos);
   CHECK(token_label('\n') == "\u21b5");
   CHECK(token_label(0xe2) == "\\xe2");
 }
