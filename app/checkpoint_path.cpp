@@ -1,9 +1,9 @@
 #include "app/checkpoint_path.h"
 
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
+#include "app/train.h"
 #include "tensor/error.h"
 
 namespace phasor {
@@ -19,9 +19,9 @@ std::string model_file_of(const std::string& path) {
   const fs::path latest = folder / "latest";
   PHASOR_CHECK(fs::is_regular_file(latest, ec), "'", path,
                "' is a folder with neither a model.safetensors (a checkpoint's) nor a 'latest' file (a training run's)");
-  std::ifstream in(latest);
-  std::string name;
-  std::getline(in, name);
+  // Read as resume reads it: bounded, and a FIFO is refused rather than waited on.
+  const std::string checkpoint = latest_checkpoint(path);
+  const std::string name = checkpoint.empty() ? "" : checkpoint.substr(path.size() + 1);
   PHASOR_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..", "'", latest.string(),
                "' does not name a checkpoint folder of the run");
   const fs::path named = folder / name / "model.safetensors";
