@@ -21,7 +21,7 @@ class Attention final : public Command {
   Attention() : Command("attention", "draw one head's attention map for a text as an SVG heat map") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("--checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
+    flags.checkpoint("--checkpoint", checkpoint_);
     flags.option("--text", text_, "the text (one token per byte)");
     flags.option("--text-file", text_file_, "read the text from this file instead (one of --text and --text-file)");
     flags.option("--layer", layer_, "layer index, from 0").required();

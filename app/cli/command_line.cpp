@@ -114,7 +114,8 @@ Flags& Flags::one_of(const std::vector<std::string>& names) {
   return *this;
 }
 
-Flags& Flags::model_file() {
+Flags& Flags::checkpoint(const std::string& name, std::string& value) {
+  option(name, value, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required();
   last_->transform(CLI::Validator(
       [](std::string& value) -> std::string {
         try {

@@ -44,8 +44,9 @@ class Flags {
   // Finite and within [lo, hi]: CLI11's ranges let NaN through, and refused with the flag's name.
   Flags& finite_within(double lo, double hi);
   Flags& one_of(const std::vector<std::string>& names);
-  // A checkpoint: a checkpoint folder or a run folder stands for its model file (app/checkpoint_path.h).
-  Flags& model_file();
+  // The required model file of a command (positional without dashes): a checkpoint
+  // folder or a run folder stands for its model file (app/checkpoint_path.h).
+  Flags& checkpoint(const std::string& name, std::string& value);
 
   // After parsing: how often `name` ("--steps") was given, and the names of every option given, in the order added.
   size_t count(const std::string& name) const;

@@ -24,7 +24,7 @@ class Curvature final : public Command {
                 "top eigenvalues of the Hessian of one evaluation window's loss over chosen parameters (Lanczos on Hessian-vector products)") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("--checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
+    flags.checkpoint("--checkpoint", checkpoint_);
     flags.option("--data", data_, "a text file or a built-in corpus").required();
     flags.option("--seq-len", options_.seq_len, "window length L").required().positive();
     flags.option("--window", options_.window, "which of the spec's evaluation windows (default 0)").non_negative();

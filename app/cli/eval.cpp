@@ -25,7 +25,7 @@ class Eval final : public Command {
   Eval() : Command("eval", "loss and perplexity over the spec's evaluation windows") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("--checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
+    flags.checkpoint("--checkpoint", checkpoint_);
     flags.option("--data", data_, "a text file or a built-in corpus (default: the held-out text of the checkpoint's run, its validation.txt)");
     flags.option("--seq-len", seq_len_, "window length L").positive();
     flags.option("--max-windows", max_windows_, "score at most K windows (0: all)").non_negative();

@@ -18,7 +18,7 @@ class Generate final : public Command {
   Generate() : Command("generate", "continue a prompt, streaming the text") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("--checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
+    flags.checkpoint("--checkpoint", checkpoint_);
     flags.option("--prompt", prompt_, "the text to continue (one token per byte; default empty: start a new line)");
     flags.option("--tokens", sample_.tokens, "tokens to generate (default 200)").non_negative();
     flags.option("--temperature", sample_.temperature, "sampling temperature (default 0.8; 0: greedy; at most 1000)").finite_within(0, 1000);

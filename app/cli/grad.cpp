@@ -21,7 +21,7 @@ class Grad final : public Command {
   Grad() : Command("grad", "gradient of one evaluation window's loss w.r.t. every parameter, as safetensors") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("--checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
+    flags.checkpoint("--checkpoint", checkpoint_);
     flags.option("--data", data_, "a text file or a built-in corpus").required();
     flags.option("--seq-len", seq_len_, "window length L").required().positive();
     flags.option("--window", window_, "which of the spec's evaluation windows (default 0)").non_negative();

@@ -17,7 +17,7 @@ class Info final : public Command {
   Info() : Command("info", "print the config and parameter count of a checkpoint") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("checkpoint", checkpoint_, "model.safetensors, or its checkpoint folder, or a run folder (its latest checkpoint)").required().model_file();
+    flags.checkpoint("checkpoint", checkpoint_);
     flags.flag("--json", json_, "print one JSON object, {\"config\": ..., \"parameters\": N}");
   }
 
