@@ -520,9 +520,14 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
                " process(es) and this run has ", world().world_size(),
                "; resume with the same number of ranks (the global batch and each rank's data shard depend on it)");
   options.run_dir = run_dir;
-  int64_t done_steps = 0;
+  int64_t done_steps = 0, skipped_steps = 0, optimizer_steps = 0;
+  uint64_t sampler_seed = 0, sampler_offset = 0;
   try {
     done_steps = ckpt.state.at("step").get<int64_t>();
+    skipped_steps = ckpt.state.value("skipped_steps", int64_t{0});
+    optimizer_steps = ckpt.state.at("optimizer_steps").get<int64_t>();
+    sampler_seed = ckpt.state.at("sampler_seed").get<uint64_t>();
+    sampler_offset = ckpt.state.at("sampler_offset").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     fail(dir, "/state.json: missing or malformed training state (", e.what(), ")");
   }
@@ -543,17 +548,8 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
   Run run(options);
   run.config_changed = to_json(options) != ckpt.state.at("options");  // config.json follows at the next save
   run.model->load_state_dict(ckpt.model);
-  int64_t optimizer_steps = 0;
-  uint64_t sampler_seed = 0, sampler_offset = 0;
-  try {
-    run.step = ckpt.state.at("step").get<int64_t>();
-    run.skipped = ckpt.state.value("skipped_steps", int64_t{0});
-    optimizer_steps = ckpt.state.at("optimizer_steps").get<int64_t>();
-    sampler_seed = ckpt.state.at("sampler_seed").get<uint64_t>();
-    sampler_offset = ckpt.state.at("sampler_offset").get<uint64_t>();
-  } catch (const nlohmann::json::exception& e) {
-    fail(dir, "/state.json: missing or malformed training state (", e.what(), ")");
-  }
+  run.step = done_steps;
+  run.skipped = skipped_steps;
   PHASOR_CHECK(run.step < options.steps, "resume: the run in '", run_dir, "' has done ", run.step, " of its ", options.steps,
                " steps; give --steps N with N > ", run.step, " to train further");
   for (auto& [name, t] : ckpt.optimizer) t = ops::to_device(t, run.model->device());
