@@ -154,11 +154,7 @@ struct RandomFn {
 template <class T>
 __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, scalar::AdamWHyper h, double bc1, double bc2_sqrt,
                              const double* schedule) {
-  if (schedule) {
-    if (schedule[0] == 0.0) return;
-    bc1 = schedule[1];
-    bc2_sqrt = schedule[2];
-  }
+  if (!scalar::scheduled_corrections(schedule, bc1, bc2_sqrt)) return;
   const scalar::AdamWConstants<T> c = h.constants<T>(bc1, bc2_sqrt);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {

@@ -186,6 +186,16 @@ struct AdamWHyper {
             static_cast<T>(bias_correction2_sqrt),   static_cast<T>(lr / bias_correction1)};
   }
 };
+// A device-decided step (nn::AdamW's schedule {apply, bc1, bc2_sqrt}, or null):
+// false where it is not to be taken; else the corrections to use, the
+// schedule's where there is one.
+PHASOR_SCALAR bool scheduled_corrections(const double* schedule, double& bias_correction1, double& bias_correction2_sqrt) {
+  if (!schedule) return true;
+  if (schedule[0] == 0.0) return false;
+  bias_correction1 = schedule[1];
+  bias_correction2_sqrt = schedule[2];
+  return true;
+}
 template <class T>
 PHASOR_SCALAR void adamw_update(T& p, T g, T& m, T& v, const AdamWConstants<T>& c) {
   p *= c.decay;

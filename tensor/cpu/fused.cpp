@@ -281,12 +281,7 @@ void CpuBackend::adamw_step(const ops::AdamWArgs& args) {
   const Tensor &param = args.param, &grad = args.grad, &exp_avg = args.exp_avg, &exp_avg_sq = args.exp_avg_sq;
   const ops::AdamWStep& s = args.step;
   double bc1 = s.bias_correction1, bc2_sqrt = s.bias_correction2_sqrt;
-  if (s.schedule.defined()) {  // {apply, bias_correction1, bias_correction2_sqrt}, decided by earlier ops
-    const double* schedule = s.schedule.data<double>();
-    if (schedule[0] == 0.0) return;
-    bc1 = schedule[1];
-    bc2_sqrt = schedule[2];
-  }
+  if (!scalar::scheduled_corrections(s.schedule.defined() ? s.schedule.data<double>() : nullptr, bc1, bc2_sqrt)) return;
   const scalar::AdamWHyper hyper{s.lr, s.weight_decay, s.beta1, s.beta2, s.eps};
   dispatch_floating(param.dtype(), "AdamW", [&]<class T>() {
     const scalar::AdamWConstants<T> c = hyper.constants<T>(bc1, bc2_sqrt);
