@@ -23,7 +23,7 @@ Tensor attention_map(const CausalLM& model, const std::vector<int64_t>& tokens, 
   PHASOR_CHECK(head >= 0 && head < c.n_heads, "attention: --head ", head, " is out of range: the model has ", c.n_heads,
                " head(s) per layer, 0..", c.n_heads - 1);
   NoGradGuard no_grad;
-  const ProbeScope probes(model);  // the forward pass keeps every layer's probabilities
+  const ProbeScope probes(model, /*keep_probs=*/true);  // the forward pass keeps every layer's probabilities
   model.forward(from_vector(tokens, {1, n}));
   const Tensor probs = probes.layer(static_cast<size_t>(layer)).probs;  // [1, H, N, N]
   return ops::to(ops::contiguous(to_cpu(ops::select(ops::select(probs, 0, 0), 0, head))), DType::Float64);

@@ -11,8 +11,12 @@ namespace phasor {
 
 class ProbeScope {
  public:
-  explicit ProbeScope(const CausalLM& model) : model_(model) {
-    for (const auto& layer : model_.layers) layer->attn->probe = std::make_shared<AttentionProbe>();
+  // keep_probs: each layer's attention probabilities too (an attention map).
+  explicit ProbeScope(const CausalLM& model, bool keep_probs = false) : model_(model) {
+    for (const auto& layer : model_.layers) {
+      layer->attn->probe = std::make_shared<AttentionProbe>();
+      layer->attn->probe->keep_probs = keep_probs;
+    }
   }
   ~ProbeScope() {
     for (const auto& layer : model_.layers) layer->attn->probe.reset();

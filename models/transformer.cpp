@@ -91,10 +91,15 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, in
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t query_offset = cache ? offset : 0;  // without a cache the keys are this chunk's own
   const Tensor slopes = scheme_->slopes(x.device());
-  // A probe keeps the probabilities, so it takes the materialised path.
-  const bool fused = attention == AttentionImpl::Fused && !probe;
-  const Tensor o = fused ? causal_attention(q, k, v, scale, query_offset, slopes)
-                         : materialized_attention(q, k, v, scale, query_offset, slopes, probe ? &probe->probs : nullptr);  // [B, N, H, d]
+  // A probe must not change what it observes: the output (and so every
+  // gradient) is the one the same run without a probe computes, and the
+  // probabilities a study asks for are computed beside it, without gradients.
+  if (probe && probe->keep_probs) {
+    const NoGradGuard no_grad;
+    materialized_attention(q, k, v, scale, query_offset, slopes, &probe->probs);
+  }
+  const Tensor o = attention == AttentionImpl::Fused ? causal_attention(q, k, v, scale, query_offset, slopes)
+                                                     : materialized_attention(q, k, v, scale, query_offset, slopes);  // [B, N, H, d]
   return wo->forward(reshape(o, {b, n, h * d}));
 }
 

@@ -39,7 +39,8 @@ struct AttentionProbe {
   Tensor q, k;                    // complex [B, N, H, P] views of the projections, before the rotation (rotary variants)
   Tensor q_rotated, k_rotated;    // complex [B, N, H, P], after it
   Tensor q_r, q_phi, k_r, k_phi;  // real [B, N, H, P]: the Euler transform (complexformer, RotationImpl::Composed only)
-  Tensor probs;                   // attention probabilities [B, H, N, keys]
+  Tensor probs;                   // attention probabilities [B, H, N, keys], when keep_probs
+  bool keep_probs = false;        // computed beside the forward pass, without gradients
 };
 
 // How the ComplexFormer rotation is computed: the fused op (default) or the
@@ -64,7 +65,7 @@ class Attention : public nn::Module {
   std::shared_ptr<nn::Linear> wq, wk, wv, wo;
   Tensor delta, phase_bias, beta;  // complexformer's (its scheme's layer parameters by name); undefined otherwise
   RotationImpl rotation = RotationImpl::Fused;
-  AttentionImpl attention = AttentionImpl::Fused;  // a probe always takes the materialised path (it keeps the probabilities)
+  AttentionImpl attention = AttentionImpl::Fused;  // a probe changes no number: its probabilities are computed beside
   std::shared_ptr<AttentionProbe> probe;  // null: nothing is kept (the default)
 
  private:

@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -44,6 +45,7 @@
 #include "models/config.h"
 #include "models/transformer.h"
 #include "nn/atomic_file.h"
+#include "nn/checkpoint.h"
 #include "phasor.h"
 
 namespace phasor::test {
@@ -126,6 +128,24 @@ inline std::vector<std::string> temporaries(const fs::path& dir) {
 }
 
 // The checkpoint folder a run folder's `latest` names ("" when there is none).
+// Every tensor of safetensors file a equals b's of the same name, bit for bit;
+// b may hold more tensors when `b_may_hold_more` (a probe's extra outputs).
+inline void check_same_tensors(const fs::path& a, const fs::path& b, bool b_may_hold_more = false) {
+  const nn::StateDict ta = nn::load_tensors(a.string()), tb = nn::load_tensors(b.string());
+  REQUIRE(!ta.empty());
+  if (!b_may_hold_more) REQUIRE(ta.size() == tb.size());
+  for (const auto& entry : ta) {
+    const auto& t = entry.second;
+    const std::string& name = entry.first;
+    CAPTURE(name);
+    REQUIRE(tb.count(name) == 1);
+    const Tensor& u = tb.at(name);
+    REQUIRE(t.shape() == u.shape());
+    REQUIRE(t.dtype() == u.dtype());
+    CHECK(std::memcmp(t.contiguous().raw_data(), u.contiguous().raw_data(), t.nbytes()) == 0);
+  }
+}
+
 inline std::string latest_name(const fs::path& run_dir) {
   std::string name = read_bytes(run_dir / "latest");
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();

@@ -325,6 +325,12 @@ TEST_CASE("phasor grad writes the window's gradients under the checkpoint's name
   const Cli neither = phasor_cli(args);
   CHECK(neither.status != 0);
   CHECK(neither.err.find("give --out FILE") != std::string::npos);
+
+  // The probe changes no number: without --activations, the same gradients bit for bit.
+  const fs::path plain = scratch() / "g_plain.safetensors";
+  const Cli p = phasor_cli("grad --checkpoint " + quote(ckpt) + " --data " + quote(data_file()) + " --seq-len 16 --window 3 --out " + quote(plain));
+  REQUIRE_MESSAGE(p.status == 0, p.err);
+  check_same_tensors(plain, out, /*b_may_hold_more=*/true);
 }
 
 TEST_CASE("train --log-heads logs the per-head gradient norms of the logged step's batch") {
@@ -342,6 +348,14 @@ TEST_CASE("train --log-heads logs the per-head gradient norms of the logged step
   o.threads = 1;
   o.log_heads = true;
   train(o);
+  // The probes change no number: the same run without them ends bit-identical.
+  TrainOptions plain = o;
+  plain.log_heads = false;
+  plain.run_dir = (scratch() / "heads_run_plain").string();
+  train(plain);
+  check_same_tensors(fs::path(plain.run_dir) / "ckpt-00000003" / "model.safetensors", fs::path(o.run_dir) / "ckpt-00000003" / "model.safetensors");
+  check_same_tensors(fs::path(plain.run_dir) / "ckpt-00000003" / "optimizer.safetensors",
+                     fs::path(o.run_dir) / "ckpt-00000003" / "optimizer.safetensors");
 
   std::vector<nlohmann::json> logged;
   std::ifstream log(o.run_dir + "/log.jsonl");
