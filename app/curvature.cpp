@@ -25,16 +25,16 @@ bool selected(const std::string& name, const std::string& selector) {
 // layer's scores and probabilities, [heads, L, L] in float64: a lower bound on
 // what one window needs (measured: about a quarter of it at L = 1024). A
 // window that cannot fit is refused before anything is allocated.
-void refuse_a_window_too_large_for_memory(const ModelConfig& c, int64_t seq_len) {
-  const double squares = static_cast<double>(c.n_layers) * static_cast<double>(c.n_heads) * static_cast<double>(seq_len) *
-                         static_cast<double>(seq_len);
+void refuse_a_window_too_large_for_memory(const ModelConfig& c, int64_t seq_len, int64_t windows) {
+  const double squares = static_cast<double>(windows) * static_cast<double>(c.n_layers) * static_cast<double>(c.n_heads) *
+                         static_cast<double>(seq_len) * static_cast<double>(seq_len);
   const double needed = 2.0 * 8.0 * squares, available = static_cast<double>(available_memory_bytes());
   if (needed <= available) return;
   char message[320];
   std::snprintf(message, sizeof message,
-                "curvature: --seq-len %ld needs at least %.2f GiB for the second-order graph (each layer's [heads, L, L] attention "
-                "scores and probabilities in float64), more than the %.2f GiB of memory available to this process",
-                static_cast<long>(seq_len), needed / 1073741824.0, available / 1073741824.0);
+                "curvature: --seq-len %ld over %ld window(s) needs at least %.2f GiB for the second-order graph (each layer's [heads, L, L] "
+                "attention scores and probabilities in float64, per window), more than the %.2f GiB of memory available to this process",
+                static_cast<long>(seq_len), static_cast<long>(windows), needed / 1073741824.0, available / 1073741824.0);
   fail(message);
 }
 
@@ -44,9 +44,18 @@ class WindowHessian {
  public:
   WindowHessian(const CausalLM& model, const std::vector<int64_t>& tokens, const CurvatureOptions& o) {
     const ModelConfig& c = model.config();
-    const StudyWindow w = study_window(c, tokens, o.seq_len, o.window, {.command = "curvature"});
+    PHASOR_CHECK(o.window_count >= 1, "curvature: --windows must be at least 1, got ", o.window_count);
+    // Consecutive windows as the rows of one batch: the loss is the mean over all their predictions.
+    std::vector<int64_t> inputs, targets;
+    int64_t count = 0;
+    for (int64_t i = 0; i < o.window_count; ++i) {
+      const StudyWindow w = study_window(c, tokens, o.seq_len, o.window + i, {.command = "curvature"});
+      inputs.insert(inputs.end(), w.batch.inputs.begin(), w.batch.inputs.end());
+      targets.insert(targets.end(), w.batch.targets.begin(), w.batch.targets.end());
+      count = w.count;
+    }
     PHASOR_CHECK(!o.params.empty(), "curvature: --params is empty");
-    refuse_a_window_too_large_for_memory(c, o.seq_len);
+    refuse_a_window_too_large_for_memory(c, o.seq_len, o.window_count);
     const auto named = model.named_parameters();
     for (const std::string& s : o.params) {
       const bool any = std::any_of(named.begin(), named.end(), [&](const auto& e) { return selected(e.first, s); });
@@ -65,12 +74,12 @@ class WindowHessian {
       }
     }
     all_ = named;
-    const Batch& b = w.batch;
     AutoGradMode grad_mode(true);
-    const Tensor loss = model.loss(from_vector(b.inputs, {1, o.seq_len}), from_vector(b.targets, {1, o.seq_len}));
+    const Tensor loss = model.loss(from_vector(inputs, {o.window_count, o.seq_len}), from_vector(targets, {o.window_count, o.seq_len}));
     result_.loss = loss.item<double>();
     result_.window = o.window;
-    result_.windows = w.count;
+    result_.window_count = o.window_count;
+    result_.windows = count;
     result_.seq_len = o.seq_len;
     hvp_ = std::make_unique<HessianVectorProduct>(loss, params_);
   }
@@ -302,7 +311,7 @@ void save_eigenvectors(const std::string& path, const CurvatureResult& r, const 
   }
   nn::save_tensors(path, tensors,
                    {{"format", "phasor-curvature"}, {"config", to_json(config).dump()}, {"window", std::to_string(r.window)},
-                    {"seq_len", std::to_string(r.seq_len)}, {"loss", nlohmann::json(r.loss).dump()}, {"method", r.method}});
+                    {"window_count", std::to_string(r.window_count)}, {"seq_len", std::to_string(r.seq_len)}, {"loss", nlohmann::json(r.loss).dump()}, {"method", r.method}});
 }
 
 nlohmann::json curvature_json(const CurvatureResult& r) {
@@ -312,7 +321,7 @@ nlohmann::json curvature_json(const CurvatureResult& r) {
     params.push_back({{"name", name}, {"shape", dims}});
   }
   nlohmann::json j = {{"method", r.method},       {"loss", r.loss},         {"window", r.window},       {"windows", r.windows},
-                      {"seq_len", r.seq_len},     {"parameters", params},   {"dimension", r.dimension}, {"eigenvalues", r.eigenvalues},
+                      {"window_count", r.window_count}, {"seq_len", r.seq_len},     {"parameters", params},   {"dimension", r.dimension}, {"eigenvalues", r.eigenvalues},
                       {"residuals", r.residuals}, {"hvps", r.products},     {"converged", r.converged}};
   if (r.method == "exact") j["asymmetry"] = r.asymmetry;
   return j;

@@ -1,6 +1,6 @@
 #pragma once
-// The curvature study: eigenvalues and eigenvectors of the Hessian of one
-// evaluation window's loss, restricted to chosen parameters (all others held
+// The curvature study: eigenvalues and eigenvectors of the Hessian of the loss
+// of one evaluation window (or the mean over several consecutive ones), restricted to chosen parameters (all others held
 // fixed), from Hessian-vector products (autograd/functional.h).
 //
 // The model runs in float64 (the checkpoint's weights widened), so that the
@@ -20,6 +20,7 @@ namespace phasor {
 struct CurvatureOptions {
   int64_t seq_len = 0;
   int64_t window = 0;
+  int64_t window_count = 1;  // the loss: the mean over windows [window, window + window_count)
   // Parameter selectors: "all", or names matched whole or as a dotted suffix
   // ("delta" selects every layers.{l}.attn.delta; "attn.wq.weight" every wq).
   std::vector<std::string> params = {"delta", "phase_bias", "beta"};
@@ -31,7 +32,8 @@ struct CurvatureOptions {
 
 struct CurvatureResult {
   double loss = 0;
-  int64_t window = 0, windows = 0, seq_len = 0;
+  int64_t window = 0, windows = 0, seq_len = 0;  // the first window studied; the windows the tokens hold
+  int64_t window_count = 1;                       // the windows whose mean loss is studied
   std::vector<std::pair<std::string, Dims>> parameters;  // selected, in model order
   int64_t dimension = 0;  // n: their scalar count
   std::string method;  // "lanczos" or "exact"

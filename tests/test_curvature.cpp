@@ -5,6 +5,8 @@
 // eigenvector file, and the command's bad input.
 #include <doctest/doctest.h>
 
+#include <regex>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -105,6 +107,29 @@ TEST_CASE("the exact Hessian over delta, phase_bias and beta matches finite diff
   CHECK(worst <= 1e-6 * largest);
 }
 
+TEST_CASE("the Hessian over several windows is the mean of each window's Hessian") {
+  const auto model = tiny_model();
+  CurvatureOptions o = angle_options(0);
+  o.window = 0;
+  std::vector<double> mean(18 * 18, 0.0);
+  for (int64_t w = 0; w < 3; ++w) {
+    o.window = w;
+    const std::vector<double> h = exact_hessian(*model, sample_tokens(), o);
+    for (size_t i = 0; i < h.size(); ++i) mean[i] += h[i] / 3;
+  }
+  o.window = 0;
+  o.window_count = 3;
+  const std::vector<double> together = exact_hessian(*model, sample_tokens(), o);
+  REQUIRE(together.size() == mean.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < mean.size(); ++i) diff = std::max(diff, std::abs(together[i] - mean[i])), scale = std::max(scale, std::abs(mean[i]));
+  CHECK(scale > 0);
+  CHECK(diff <= 1e-10 * scale);
+  const CurvatureResult r = curvature(*model, sample_tokens(), o);
+  CHECK(r.window_count == 3);
+  CHECK(curvature_json(r)["window_count"] == 3);
+}
+
 TEST_CASE("Lanczos finds the exact Hessian's top eigenvalues; residuals are checked with one more product each") {
   const auto model = tiny_model();
   const CurvatureResult exact = curvature(*model, sample_tokens(), angle_options(0));
@@ -181,12 +206,20 @@ TEST_CASE("phasor curvature: JSON and eigenvector file, and bad input refused wi
   refused("--top all --params all", "at most 1024 parameters");
   refused("--params beta --top 5", "--top 5 exceeds the 2 selected parameters");
   refused("--window 99", "curvature: --window 99 is past the end");
+  refused("--windows 0", "--windows");
+  refused("--window 1 --windows 99", "is past the end");
+
+  // Several windows: their mean loss; the exact method also prints its asymmetry.
+  const Cli mean = run_shell(base + " --params beta --top all --window 0 --windows 3", scratch());
+  REQUIRE_MESSAGE(mean.status == 0, mean.err);
+  CHECK(contains(mean.out, "exact Hessian of windows 0-2 (mean)"));
+  CHECK(std::regex_search(mean.out, std::regex(R"(asymmetry \|\|H - H\^T\|\| / \|\|H\|\| = \d)")));
 
   // A window whose second-order graph cannot fit: refused before anything is
   // allocated (without the check, the allocator fails minutes in or the kernel kills it).
   const fs::path long_text = write_bytes(scratch() / "long.txt", std::string(300001, 'a'));
   const Cli huge = run_shell(phasor_command() + " curvature --checkpoint " + quote(ckpt) + " --data " + quote(long_text) +
                                  " --seq-len 300000 --top 1", scratch());
-  check_one_line_failure(huge, "curvature: --seq-len 300000 needs at least");
+  check_one_line_failure(huge, "curvature: --seq-len 300000 over 1 window(s) needs at least");
   CHECK_MESSAGE(contains(huge.err, "GiB of memory available to this process"), huge.err);
 }

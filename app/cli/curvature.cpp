@@ -21,13 +21,15 @@ class Curvature final : public Command {
  public:
   Curvature()
       : Command("curvature",
-                "top eigenvalues of the Hessian of one evaluation window's loss over chosen parameters (Lanczos on Hessian-vector products)") {}
+                "top eigenvalues of the Hessian of an evaluation window's loss (or several windows' mean) over chosen parameters (Lanczos on Hessian-vector products)") {}
 
   void add_flags(Flags& flags) override {
     flags.checkpoint("--checkpoint", checkpoint_);
     flags.option("--data", data_, "a text file or a built-in corpus").required();
     flags.option("--seq-len", options_.seq_len, "window length L").required().positive();
     flags.option("--window", options_.window, "which of the spec's evaluation windows (default 0)").non_negative();
+    flags.option("--windows", options_.window_count, "the mean loss of this many consecutive windows from --window (default 1; at most 4096)")
+        .within(int64_t{1}, int64_t{4096});
     flags.option("--params", params_,
                  "comma-separated parameters: all, names, or dotted suffixes (default delta,phase_bias,beta; e.g. attn.wq.weight)");
     flags.option("--top", top_, "K eigenvalues, largest first (default 5), or 'all' for the exact Hessian (at most 1024 parameters)");
@@ -65,11 +67,16 @@ class Curvature final : public Command {
     if (json_) {
       std::printf("%s\n", curvature_json(r).dump().c_str());
     } else {
-      std::printf("%s Hessian of window %ld (seq_len %ld, loss %.4f) over %ld parameters: %ld Hessian-vector products, %s\n",
-                  r.method.c_str(), static_cast<long>(r.window), static_cast<long>(r.seq_len), r.loss, static_cast<long>(r.dimension),
-                  static_cast<long>(r.products), r.converged ? "converged" : "NOT converged");
+      char windows[64];
+      if (r.window_count == 1) std::snprintf(windows, sizeof windows, "window %ld", static_cast<long>(r.window));
+      else std::snprintf(windows, sizeof windows, "windows %ld-%ld (mean)", static_cast<long>(r.window), static_cast<long>(r.window + r.window_count - 1));
+      std::printf("%s Hessian of %s (seq_len %ld, loss %.4f) over %ld parameters: %ld Hessian-vector products, %s\n", r.method.c_str(),
+                  windows, static_cast<long>(r.seq_len), r.loss, static_cast<long>(r.dimension), static_cast<long>(r.products),
+                  r.converged ? "converged" : "NOT converged");
       for (size_t i = 0; i < r.eigenvalues.size(); ++i)
         std::printf("  lambda_%zu = %.8g   (relative residual %.2g)\n", i + 1, r.eigenvalues[i], r.residuals[i]);
+      // The formed matrix's asymmetry says how far float64 rounding leaves it from symmetric.
+      if (r.method == "exact") std::printf("  asymmetry ||H - H^T|| / ||H|| = %.2g\n", r.asymmetry);
       if (!out_.empty()) std::printf("wrote %s\n", out_.c_str());
     }
     return 0;
