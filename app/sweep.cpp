@@ -132,13 +132,15 @@ json to_json(const SweepPlan& p) {
   json variants = json::array(), efficiency = json::array();
   for (const auto& v : p.variants) variants.push_back(to_json(v));
   for (const auto& v : p.efficiency) efficiency.push_back(to_json(v));
-  return {{"name", p.name}, {"tasks", p.tasks}, {"variants", variants}, {"efficiency", efficiency},
+  json j = {{"name", p.name}, {"tasks", p.tasks}, {"variants", variants}, {"efficiency", efficiency},
           {"efficiency_task", p.efficiency_task}, {"long_context_task", p.long_context_task}, {"eval_lengths", p.eval_lengths},
           {"seeds", p.seeds}, {"n_layers", p.n_layers}, {"n_heads", p.n_heads}, {"steps", p.steps}, {"batch", p.batch},
           {"warmup", p.warmup}, {"lr", p.lr}, {"min_lr", p.min_lr}, {"eval_tokens", p.eval_tokens},
           {"arith_problems", p.arith_problems}, {"throughput_steps", p.throughput_steps},
           {"throughput_rounds", p.throughput_rounds}, {"jobs", p.jobs}, {"threads_per_job", p.threads_per_job},
           {"device", p.device}};
+  if (!p.task_files.empty()) j["task_files"] = p.task_files;  // plans without them read as before
+  return j;
 }
 
 SweepPlan sweep_plan_from_json(const json& j) {
@@ -166,12 +168,51 @@ SweepPlan sweep_plan_from_json(const json& j) {
     j.at("jobs").get_to(p.jobs);
     j.at("threads_per_job").get_to(p.threads_per_job);
     j.at("device").get_to(p.device);
+    if (j.contains("task_files")) j.at("task_files").get_to(p.task_files);
     PHASOR_CHECK(!p.eval_lengths.empty() && !p.tasks.empty() && !p.variants.empty() && p.seeds > 0,
                  "sweep: the plan needs tasks, variants, seeds and evaluation lengths");
     return p;
   } catch (const json::exception& e) {
     fail("sweep: plan.json is malformed (", e.what(), ")");
   }
+}
+
+void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, const std::vector<std::string>& files,
+                        const std::vector<std::string>& variants) {
+  if (!tasks.empty() || !files.empty()) plan.tasks = tasks;
+  for (const std::string& file : files) {
+    PHASOR_CHECK(fs::is_regular_file(file), "sweep: --data '", file, "' is not a file");
+    const std::string name = fs::path(file).stem().string();
+    PHASOR_CHECK(!name.empty() && std::find(plan.tasks.begin(), plan.tasks.end(), name) == plan.tasks.end() &&
+                     name != "kjv" && name != "code" && name != "arith",
+                 "sweep: two tasks would be named '", name, "' (a task is named by its file's stem); rename one of the files");
+    plan.tasks.push_back(name);
+    plan.task_files[name] = data_location(file);
+  }
+  // The long-context evaluation, the efficiency variants and the throughput
+  // run on the preset's task where it is swept, else on the first task.
+  for (std::string* task : {&plan.long_context_task, &plan.efficiency_task})
+    if (std::find(plan.tasks.begin(), plan.tasks.end(), *task) == plan.tasks.end()) *task = plan.tasks.front();
+  // A user's text may hold too little held-out text for the longest evaluations:
+  // those lengths are left out of the plan (the training length stays).
+  if (plan.task_files.contains(plan.long_context_task)) {
+    const auto bytes = static_cast<double>(fs::file_size(plan.task_files.at(plan.long_context_task)));
+    const auto held_out = static_cast<int64_t>(bytes * TrainOptions{}.val_fraction);  // as split_tokens holds it out
+    std::erase_if(plan.eval_lengths, [&](int64_t length) { return length != plan.seq_len() && held_out < length + 1; });
+  }
+  if (variants.empty()) return;
+  std::string known;
+  for (const auto* group : {&plan.variants, &plan.efficiency})
+    for (const SweepVariant& v : *group) known += (known.empty() ? "" : ", ") + v.name;
+  for (const std::string& name : variants) {
+    const auto named = [&](const SweepVariant& v) { return v.name == name; };
+    PHASOR_CHECK(std::ranges::any_of(plan.variants, named) || std::ranges::any_of(plan.efficiency, named), "sweep: the preset '", plan.name,
+                 "' has no variant '", name, "' (its variants: ", known, ")");
+  }
+  const auto unchosen = [&](const SweepVariant& v) { return std::find(variants.begin(), variants.end(), v.name) == variants.end(); };
+  std::erase_if(plan.variants, unchosen);
+  std::erase_if(plan.efficiency, unchosen);
+  PHASOR_CHECK(!plan.variants.empty(), "sweep: --variants chose only efficiency variants; name at least one of the main grid's");
 }
 
 std::vector<SweepCell> sweep_cells(const SweepPlan& plan) {
@@ -213,7 +254,7 @@ TrainOptions cell_options(const SweepPlan& plan, const SweepCell& cell, const st
   o.model.n_layers = plan.n_layers;
   o.model.n_heads = plan.n_heads;
   o.model.max_seq_len = *std::max_element(plan.eval_lengths.begin(), plan.eval_lengths.end());
-  o.data = cell.task;
+  o.data = plan.data_of(cell.task);
   o.run_dir = run_dir;
   o.seq_len = plan.seq_len();
   o.batch = plan.batch;

@@ -12,6 +12,7 @@
 //   DIR/throughput.json            tokens/s of every variant, trained alone
 //   DIR/report.md, DIR/*.svg       written by write_sweep_report
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ struct SweepVariant {
 
 struct SweepPlan {
   std::string name;
-  std::vector<std::string> tasks;          // built-in corpora: kjv, code, arith
+  std::vector<std::string> tasks;          // built-in corpora (kjv, code, arith) and the names of task_files
+  std::map<std::string, std::string> task_files;  // a user's text as a task: its name (the file's stem) -> absolute path
   std::vector<SweepVariant> variants;      // the main grid: every task x variant x seed
   std::vector<SweepVariant> efficiency;    // extra variants, trained on efficiency_task only
   std::string efficiency_task = "kjv";
@@ -49,7 +51,20 @@ struct SweepPlan {
   std::string device = "cpu";  // cpu or cuda
 
   int64_t seq_len() const { return eval_lengths.front(); }
+  // What a task trains on: its file, or the built-in corpus of that name.
+  std::string data_of(const std::string& task) const {
+    const auto it = task_files.find(task);
+    return it == task_files.end() ? task : it->second;
+  }
 };
+
+// The plan with the user's choices: `files` (texts to sweep, each a task named
+// by its stem, in place of the preset's tasks unless `tasks` names some too),
+// `tasks` (a subset of the preset's) and `variants` (a subset of its variant names).
+// The long-context lengths a user's text cannot evaluate (too little held-out
+// text) are left out. Refuses an unknown variant, a missing file and two tasks of one name.
+void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, const std::vector<std::string>& files,
+                        const std::vector<std::string>& variants);
 
 // "quick" (a 2-core CPU in under 40 minutes), "long" (long context: trained at
 // 512, evaluated up to 65,536 positions, a 2-core CPU in about an hour) or

@@ -146,3 +146,49 @@ TEST_CASE("a failing cell fails the sweep, naming it, and the others still finis
   CHECK(read_text_file((out / "cells" / "arith-bad-s1.log").string()).find("d_model") != std::string::npos);
   fs::remove_all(out);
 }
+
+TEST_CASE("sweep --data sweeps the user's own texts and --variants a subset; unknown names, missing files and clashing names are refused") {
+  const fs::path folder = fresh_temp_dir("own_text");
+  const fs::path corpus = write_bytes(folder / "corpus.txt", sample_text(20000));
+  SweepPlan plan = sweep_preset("quick");
+  choose_sweep_tasks(plan, {}, {corpus.string()}, {"rope", "complexformer-rope"});
+  CHECK(plan.tasks == std::vector<std::string>{"corpus"});
+  CHECK(plan.data_of("corpus") == fs::absolute(corpus).lexically_normal().string());
+  CHECK(plan.data_of("kjv") == "kjv");
+  std::vector<std::string> names;
+  for (const SweepVariant& v : plan.variants) names.push_back(v.name);
+  CHECK(names == std::vector<std::string>{"complexformer-rope", "rope"});  // the preset's order
+  CHECK(plan.efficiency.empty());
+  CHECK(plan.long_context_task == "corpus");  // the preset's kjv is not swept
+  // 20000 bytes hold out 1000 for validation: no window longer than 999.
+  CHECK(plan.eval_lengths.front() == sweep_preset("quick").eval_lengths.front());
+  for (int64_t length : plan.eval_lengths) CHECK(length + 1 <= 1000);
+  CHECK(sweep_cells(plan).size() == 2 * static_cast<size_t>(plan.seeds));
+  CHECK(to_json(sweep_plan_from_json(to_json(plan))) == to_json(plan));
+  // With --tasks too, both; the preset's tasks otherwise stay as they were.
+  SweepPlan both = sweep_preset("quick");
+  choose_sweep_tasks(both, {"arith"}, {corpus.string()}, {});
+  CHECK(both.tasks == std::vector<std::string>{"arith", "corpus"});
+  CHECK(both.variants.size() == sweep_preset("quick").variants.size());
+
+  SweepPlan p = sweep_preset("quick");
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(p, {}, {}, {"nope"}), doctest::Contains("has no variant 'nope' (its variants: complexformer-rope"), Error);
+  p = sweep_preset("quick");
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(p, {}, {(folder / "missing.txt").string()}, {}), doctest::Contains("is not a file"), Error);
+  p = sweep_preset("quick");
+  const fs::path clash = write_bytes(folder / "kjv.txt", sample_text(2000));
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(p, {}, {clash.string()}, {}), doctest::Contains("two tasks would be named 'kjv'"), Error);
+
+  // End to end through the CLI: one variant, one seed, two steps on the user's file.
+  const fs::path out = folder / "sweep";
+  const Cli r = run_shell(phasor_command() + " sweep --out " + quote(out) + " --data " + quote(corpus) +
+                              " --variants rope --steps 2 --seeds 1 --eval-tokens 128 --throughput-rounds 0 --jobs 1",
+                          folder);
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const auto result = nlohmann::json::parse(read_text_file((out / "cells" / "corpus-rope-s1" / "result.json").string()));
+  CHECK(result["task"] == "corpus");
+  CHECK(result["steps"] == 2);
+  CHECK(nlohmann::json::parse(read_text_file((out / "cells" / "corpus-rope-s1" / "config.json").string()))["data"] ==
+        fs::absolute(corpus).lexically_normal().string());
+  CHECK(read_text_file((out / "report.md").string()).find("corpus") != std::string::npos);
+}

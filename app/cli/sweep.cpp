@@ -28,6 +28,8 @@ class Sweep final : public Command {
     flags.option("--eval-tokens", eval_tokens_, "predictions scored per evaluation length (default: the preset's)").within(int64_t{1}, int64_t{1} << 31);
     flags.option("--arith-problems", arith_, "held-out problems for arith exact match (default: the preset's)").within(int64_t{0}, int64_t{100'000});
     flags.option("--tasks", tasks_, "only these of the preset's tasks (kjv, code, arith)").one_of({"kjv", "code", "arith"});
+    flags.option("--data", files_, "text files to sweep, each a task named by its file's stem (instead of the preset's tasks, unless --tasks names some too)");
+    flags.option("--variants", variants_, "only these of the preset's variants, by name (e.g. complexformer-rope rope)");
     flags.option("--throughput-rounds", rounds_, "rounds of the throughput measurement (default: the preset's)").within(int64_t{0}, int64_t{100});
     flags.option("--device", device_, "cpu or cuda (default: the preset's)").one_of({"cpu", "cuda"});
     flags.flag("--report-only", report_only_, "only rewrite report.md and the plots from the results so far");
@@ -48,7 +50,7 @@ class Sweep final : public Command {
       if (eval_tokens_ > 0) plan.eval_tokens = eval_tokens_;
       if (arith_ >= 0) plan.arith_problems = arith_;
       if (rounds_ >= 0) plan.throughput_rounds = rounds_;
-      if (!tasks_.empty()) plan.tasks = tasks_;
+      choose_sweep_tasks(plan, tasks_, files_, variants_);
       if (!device_.empty()) plan.device = device_;
       run_sweep(plan, out_, std::filesystem::read_symlink("/proc/self/exe").string());
     }
@@ -60,7 +62,7 @@ class Sweep final : public Command {
  private:
   std::string preset_ = "quick", out_, cell_, device_;
   int64_t steps_ = 0, seeds_ = 0, eval_tokens_ = 0, arith_ = -1, rounds_ = -1;
-  std::vector<std::string> tasks_;
+  std::vector<std::string> tasks_, files_, variants_;
   int jobs_ = 0;
   bool report_only_ = false;
 };
