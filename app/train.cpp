@@ -43,8 +43,10 @@ nlohmann::json to_json(const TrainOptions& o) {
   j["model"] = to_json(o.model);
   // A float32 run writes the config earlier versions wrote, byte for byte (test_checkpoint).
   if (o.precision == "float32") j.erase("precision");
+  if (o.val_data.empty()) j.erase("val_data");
   if (o.schedule_start != 0) j["schedule_start"] = o.schedule_start;
   if (o.schedule_end != 0) j["schedule_end"] = o.schedule_end;
+  if (!o.data_hash.empty()) j["data_bytes"] = o.data_bytes, j["data_hash"] = o.data_hash;
   return j;
 }
 
@@ -69,6 +71,12 @@ TrainOptions train_options_from_json(const nlohmann::json& j) {
     else if (key == "schedule_start" || key == "schedule_end") {
       PHASOR_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, "config: ", key, " must be a non-negative integer, got ", v.dump());
       (key == "schedule_start" ? o.schedule_start : o.schedule_end) = v.get<int64_t>();
+    } else if (key == "data_bytes") {
+      PHASOR_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, "config: data_bytes must be a positive integer, got ", v.dump());
+      o.data_bytes = v.get<int64_t>();
+    } else if (key == "data_hash") {
+      PHASOR_CHECK(v.is_string(), "config: data_hash must be a string, got ", v.dump());
+      o.data_hash = v.get<std::string>();
     } else if (!read_field(o, kTrainOptionFields, key, v)) {
       const std::string& name = key;  // clang 14 does not capture structured bindings
       const bool model_field = std::ranges::any_of(kModelConfigFields, [&](const auto& f) { return f.name == name; });
@@ -86,6 +94,9 @@ void validate(const TrainOptions& o) {
                " is more than 2^31 tokens per step");
   check_positions_fit(o.model, o.seq_len, "train: seq_len");
   PHASOR_CHECK(o.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.lr, "train: need 0 <= min_lr <= lr and lr > 0 (lr ", o.lr, ", min_lr ", o.min_lr, ")");
+  PHASOR_CHECK(o.val_data.empty() ? o.val_fraction > 0 : o.val_fraction == 0,
+               o.val_data.empty() ? "train: --val-fraction 0 holds nothing out for validation; give --val-data with a validation text"
+                                  : "train: --val-data replaces the held-out part of --data; --val-fraction must be 0 with it (its default there)");
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
   PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");
   PHASOR_CHECK(o.precision == "float32" || o.precision == "bf16", "train: precision must be 'float32' or 'bf16', got '", o.precision, "'");
@@ -166,6 +177,37 @@ std::string checkpoint_name(int64_t step) {
   return name;
 }
 
+// The run's text. A new run records where it is and what it is; a resumed one
+// (whose options hold that record) must find the same text.
+std::string load_run_text(TrainOptions& o) {
+  const bool recorded = !o.data_hash.empty();
+  o.data = data_location(o.data);
+  std::string text;
+  try {
+    text = load_text(o.data);
+  } catch (const Error& e) {
+    if (!recorded) throw;
+    fail("resume: the run's data cannot be read (", e.what(), "); give --data with the same text");
+  }
+  const int64_t bytes = static_cast<int64_t>(text.size());
+  const std::string hash = text_hash(text);
+  if (!recorded) {
+    o.data_bytes = bytes, o.data_hash = hash;
+  } else {
+    PHASOR_CHECK(bytes == o.data_bytes && hash == o.data_hash, "resume: '", o.data, "' (", bytes, " bytes, ", hash,
+                 ") is not the text the run trained on (", o.data_bytes, " bytes, ", o.data_hash, ")");
+  }
+  return text;
+}
+
+// A separate validation text (--val-data): a new run reads it; a resumed one
+// reads the copy it saved in its folder (validation.txt), its own.
+std::string load_validation_text(TrainOptions& o, bool resumed) {
+  if (resumed) return read_text_file(o.run_dir + "/validation.txt");
+  o.val_data = data_location(o.val_data);
+  return load_text(o.val_data);
+}
+
 struct Run {
   TrainOptions options;
   TextSplit data;
@@ -183,7 +225,10 @@ struct Run {
     const ByteTokenizer tokenizer;
     PHASOR_CHECK(o.model.vocab_size >= tokenizer.vocab_size(), "train: vocab_size ", o.model.vocab_size,
                  " is smaller than the byte tokenizer's ", tokenizer.vocab_size());
-    data = split_tokens(tokenizer.encode(load_text(o.data)), o.val_fraction, o.seq_len);
+    const bool resumed = !options.data_hash.empty();  // recorded by the run's start
+    std::vector<int64_t> tokens = tokenizer.encode(load_run_text(options));
+    data = o.val_data.empty() ? split_tokens(std::move(tokens), o.val_fraction, o.seq_len)
+                              : separate_texts(std::move(tokens), tokenizer.encode(load_validation_text(options, resumed)), o.seq_len);
     model = std::make_unique<CausalLM>(o.model, o.seed);
     if (device_of(o) != kCPU) model->to(device_of(o));  // before the optimizer, whose state follows the parameters
     optimizer = std::make_unique<nn::AdamW>(
@@ -475,7 +520,7 @@ TrainSummary train(const TrainOptions& options) {
     fs::create_directories(options.run_dir, ec);
     PHASOR_CHECK(!ec && fs::is_directory(options.run_dir), "train: cannot create run folder '", options.run_dir, "'",
                  ec ? ": " + ec.message() : "");
-    write_file_atomic(options.run_dir + "/config.json", to_json(options).dump(2) + "\n");
+    write_file_atomic(options.run_dir + "/config.json", to_json(run.options).dump(2) + "\n");
     // The held-out text, so `phasor eval` can score exactly what validation saw.
     write_file_atomic(options.run_dir + "/validation.txt", ByteTokenizer().decode(run.data.validation));
   }
@@ -505,7 +550,7 @@ std::string extend_schedule(TrainOptions& o, int64_t done, int64_t total, Schedu
 }
 }  // namespace
 
-TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::string& precision, ScheduleOnExtend extend) {
+TrainSummary resume(const std::string& run_dir, int64_t total_steps, const ResumeChanges& changes) {
   const std::string dir = latest_checkpoint(run_dir);
   PHASOR_CHECK(!dir.empty(), "resume: '", run_dir, "' has no checkpoint (no 'latest' file)");
   nn::TrainingCheckpoint ckpt = nn::load_training_checkpoint(dir);
@@ -532,9 +577,10 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
     fail(dir, "/state.json: missing or malformed training state (", e.what(), ")");
   }
   std::string extended;  // said with the opening line: a resume refused before prints its one error line alone
-  if (total_steps > options.steps) extended = extend_schedule(options, done_steps, total_steps, extend);
+  if (total_steps > options.steps) extended = extend_schedule(options, done_steps, total_steps, changes.extend);
   else if (total_steps > 0) options.steps = total_steps;
-  if (!precision.empty()) options.precision = precision;  // float32 weights either way: a run may change precision
+  if (!changes.precision.empty()) options.precision = changes.precision;  // float32 weights either way: a run may change precision
+  if (!changes.data.empty()) options.data = changes.data;  // found again by Run, which checks that it is the same text
   validate(options);
   // The file must be a Phasor model (as info, eval and generate require), its
   // tensors must match the config before a model of the config's size is built,
@@ -546,7 +592,7 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const std::
   PHASOR_CHECK(to_json(file_config) == to_json(options.model), model_file, ": its config ", to_json(file_config).dump(),
                " is not the run's (", dir, "/state.json holds ", to_json(options.model).dump(), ")");
   Run run(options);
-  run.config_changed = to_json(options) != ckpt.state.at("options");  // config.json follows at the next save
+  run.config_changed = to_json(run.options) != ckpt.state.at("options");  // config.json follows at the next save
   run.model->load_state_dict(ckpt.model);
   run.step = done_steps;
   run.skipped = skipped_steps;

@@ -16,6 +16,7 @@ namespace phasor {
 struct TrainOptions {
   ModelConfig model;
   std::string data = "kjv";  // a file or a built-in corpus (kjv, code, arith)
+  std::string val_data;      // non-empty: the validation text, instead of the last val_fraction of data (which is then 0)
   std::string run_dir = "runs/default";
   int64_t seq_len = 128;
   int64_t batch = 16;
@@ -42,6 +43,12 @@ struct TrainOptions {
   // to min_lr at schedule_end (0: at `steps`), min_lr after it. Set when a resumed
   // run is lengthened (ScheduleOnExtend); not flags, and left out of the JSON at 0.
   int64_t schedule_start = 0, schedule_end = 0;
+  // The text the run trains on, as recorded when it started (data_location,
+  // text_hash: models/data/corpus.h), so that a resumed run finds it from any
+  // folder and refuses other text. Not flags; left out of the JSON when unset
+  // (runs of earlier versions, which resume unchecked).
+  int64_t data_bytes = 0;
+  std::string data_hash;
 };
 
 // The learning rate of step `step` (from 0) under o's schedule.
@@ -51,7 +58,9 @@ double scheduled_lr(const TrainOptions& o, int64_t step);
 // their flags in `phasor train --help`. Cross-field rules are in validate().
 inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
     // name          member                        bound                max        help
-    {"data",          &TrainOptions::data,          Bound::Any,          0,         "a text file or a built-in corpus: kjv, code, arith"},
+    {"data",          &TrainOptions::data,          Bound::Any,          0,         "a text file or a built-in corpus: kjv, code, arith (with --resume: where the run's own text now is)"},
+    {"val_data",      &TrainOptions::val_data,      Bound::Any,          0,
+     "a text file (or built-in corpus) to validate on instead of a held-out part of --data, all of which then trains"},
     {"run_dir",       &TrainOptions::run_dir,       Bound::Any,          0,         "folder for the log, config and checkpoints"},
     {"seq_len",       &TrainOptions::seq_len,       Bound::Positive,     1048576,   "training window length (at most 2^20)"},
     {"batch",         &TrainOptions::batch,         Bound::Positive,     kMaxSize,  "windows per step"},
@@ -64,7 +73,7 @@ inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
     {"beta2",         &TrainOptions::beta2,         Bound::HalfOpenUnit, 1,         "AdamW beta2"},
     {"grad_clip",     &TrainOptions::grad_clip,     Bound::NonNegative,  1e6,       "clip the gradients' global 2-norm to this (0: no clipping; at most 1e6)"},
     {"seed",          &TrainOptions::seed,          Bound::Any,          kMaxUnsigned, "seed of the initialisation and the batches (0 to 2^64-1)"},
-    {"val_fraction",  &TrainOptions::val_fraction,  Bound::OpenUnit,     1,         "the last fraction of the text held out for validation"},
+    {"val_fraction",  &TrainOptions::val_fraction,  Bound::HalfOpenUnit, 1,         "the last fraction of the text held out for validation (0 with --val-data, its default there)"},
     {"eval_every",    &TrainOptions::eval_every,    Bound::NonNegative,  kMaxCount, "validate every N steps (0: only at the end)"},
     {"eval_windows",  &TrainOptions::eval_windows,  Bound::NonNegative,  kMaxCount, "validation windows per evaluation (0: all)"},
     {"log_every",     &TrainOptions::log_every,     Bound::Positive,     kMaxCount, "write a log line every N steps"},
@@ -103,12 +112,17 @@ enum class ScheduleOnExtend {
 };
 ScheduleOnExtend parse_schedule_on_extend(std::string_view name);  // stretch, hold, restart; throws naming them
 
+// What a resumed run may change; the rest is the checkpoint's.
+struct ResumeChanges {
+  ScheduleOnExtend extend = ScheduleOnExtend::Stretch;  // how added steps are scheduled
+  std::string precision;  // non-empty (float32, bf16): replaces the run's; the weights are float32 either way
+  std::string data;       // non-empty: where the run's text is now; it must be the same text (size and hash)
+};
+
 // Continues the run in run_dir exactly where its latest checkpoint left it;
 // `total_steps` > 0 changes the total step count (a longer run schedules its
-// added steps as `extend` says, and says so on stderr); a non-empty `precision`
-// (float32, bf16) replaces the run's: the weights are float32 either way.
-TrainSummary resume(const std::string& run_dir, int64_t total_steps = 0, const std::string& precision = "",
-                    ScheduleOnExtend extend = ScheduleOnExtend::Stretch);
+// added steps as `changes.extend` says, and says so on stderr).
+TrainSummary resume(const std::string& run_dir, int64_t total_steps = 0, const ResumeChanges& changes = {});
 
 // The latest complete checkpoint folder of a run ("" if none).
 std::string latest_checkpoint(const std::string& run_dir);

@@ -65,23 +65,6 @@ std::string train_args(const fs::path& run_dir, const std::string& extra, const 
   return args + " " + extra;
 }
 
-// Every tensor of two safetensors files, bit for bit.
-void check_same_tensors(const fs::path& a, const fs::path& b) {
-  const nn::StateDict ta = nn::load_tensors(a.string()), tb = nn::load_tensors(b.string());
-  REQUIRE(ta.size() == tb.size());
-  REQUIRE(!ta.empty());
-  for (const auto& entry : ta) {
-    const auto& t = entry.second;
-    const std::string& name = entry.first;
-    CAPTURE(name);
-    REQUIRE(tb.count(name) == 1);
-    const Tensor& u = tb.at(name);
-    REQUIRE(t.shape() == u.shape());
-    REQUIRE(t.dtype() == u.dtype());
-    CHECK(std::memcmp(t.contiguous().raw_data(), u.contiguous().raw_data(), t.nbytes()) == 0);
-  }
-}
-
 ModelConfig tiny_config(Position position) {
   return model_config(position, {.d_model = 32, .n_layers = 1, .n_heads = 2, .d_ff = 64, .max_seq_len = 64});
 }
@@ -175,6 +158,66 @@ TEST_CASE("a lengthened run schedules its added steps as --extend says, and says
   for (size_t i = 3; i < added["restart"].size(); ++i) CHECK(added["restart"][i] < added["restart"][i - 1]);
   CHECK(added["restart"].back() > 1e-3);  // its cosine runs to the new total
   check_clear_failure(phasor_cli(train_args(fresh_dir("extend_fresh") / "run", "--steps 2 --extend hold")), "--extend");
+}
+
+TEST_CASE("a run records its text's absolute path, size and hash: it resumes from any folder, --data finds moved text, other text is refused") {
+  const fs::path folder = fresh_dir("moving"), run = folder / "run";
+  const std::string text = sample_text(4096);
+  write_bytes(folder / "corpus.txt", text);
+  // A relative --data, given in the run's parent folder.
+  const Cli first = run_shell("cd " + quote(folder) + " && " + phasor_command() + " " + train_args(run, "--steps 4", {{"--data", "corpus.txt"}}),
+                              scratch());
+  REQUIRE_MESSAGE(first.status == 0, first.err);
+  const Json config = Json::parse(read_bytes(run / "config.json"));
+  CHECK(config.at("data") == fs::absolute(folder / "corpus.txt").lexically_normal().string());
+  CHECK(config.at("data_bytes") == static_cast<int64_t>(text.size()));
+  CHECK(config.at("data_hash").get<std::string>().starts_with("fnv1a64:"));
+  CHECK(config.at("data_hash") == Json::parse(read_bytes(latest_folder(run) / "state.json")).at("options").at("data_hash"));
+
+  // From another folder: the recorded absolute path is found.
+  const fs::path elsewhere = fresh_dir("elsewhere");
+  const Cli r1 = run_shell("cd " + quote(elsewhere) + " && " + phasor_command() + " train --resume " + quote(run) + " --steps 6", elsewhere);
+  REQUIRE_MESSAGE(r1.status == 0, r1.err);
+  CHECK(latest_folder(run).filename() == "ckpt-00000006");
+
+  // The text moved: refused until --data says where it is; other text is refused.
+  fs::rename(folder / "corpus.txt", folder / "moved.txt");
+  check_clear_failure(phasor_cli("train --resume " + quote(run) + " --steps 8"), "give --data with the same text");
+  std::string other = text;
+  other[100] = other[100] == 'a' ? 'b' : 'a';
+  write_bytes(folder / "other.txt", other);
+  check_clear_failure(phasor_cli("train --resume " + quote(run) + " --steps 8 --data " + quote(folder / "other.txt")),
+                      "is not the text the run trained on");
+  CHECK(latest_folder(run).filename() == "ckpt-00000006");  // the refusals changed nothing
+  const Cli r2 = phasor_cli("train --resume " + quote(run) + " --steps 8 --data " + quote(folder / "moved.txt"));
+  REQUIRE_MESSAGE(r2.status == 0, r2.err);
+  CHECK(latest_folder(run).filename() == "ckpt-00000008");
+  CHECK(Json::parse(read_bytes(run / "config.json")).at("data") == fs::absolute(folder / "moved.txt").lexically_normal().string());
+}
+
+TEST_CASE("--val-data validates on its own text, all of --data trains, and a resumed run reads the copy in its folder") {
+  const fs::path folder = fresh_dir("val_data"), run = folder / "run";
+  const std::string validation = sample_text(1500).substr(700);
+  write_bytes(folder / "held_out.txt", validation);
+  const Cli r = phasor_cli(train_args(run, "--steps 4 --eval-every 2 --val-data " + quote(folder / "held_out.txt")));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const Json config = Json::parse(read_bytes(run / "config.json"));
+  CHECK(config.at("val_fraction") == 0.0);
+  CHECK(config.at("val_data") == fs::absolute(folder / "held_out.txt").lexically_normal().string());
+  CHECK(read_bytes(run / "validation.txt") == validation);
+  CHECK(read_bytes(run / "log.jsonl").find("\"val_loss\"") != std::string::npos);
+  // Resumed after the file is gone: the run's own copy.
+  fs::remove(folder / "held_out.txt");
+  const Cli resumed = phasor_cli("train --resume " + quote(run) + " --steps 6");
+  REQUIRE_MESSAGE(resumed.status == 0, resumed.err);
+  CHECK(latest_folder(run).filename() == "ckpt-00000006");
+
+  write_bytes(folder / "held_out.txt", validation);
+  check_clear_failure(phasor_cli(train_args(fresh_dir("val_data_both") / "run", "--val-fraction 0.1 --val-data " + quote(folder / "held_out.txt"))),
+                      "--val-fraction must be 0");
+  check_clear_failure(phasor_cli(train_args(fresh_dir("val_data_none") / "run", "--val-fraction 0")), "give --val-data");
+  write_bytes(folder / "tiny.txt", "too short");
+  check_clear_failure(phasor_cli(train_args(fresh_dir("val_data_short") / "run", "--val-data " + quote(folder / "tiny.txt"))), "validation text");
 }
 
 TEST_CASE("train --precision bf16: finite losses near float32's, float32 checkpoints, resumed in float32 and back") {
@@ -289,7 +332,7 @@ TEST_CASE("train --help: a flag for every field of the option tables, with the r
   // Each line ends with the field's default, as a config file writes it.
   const auto default_of = [](const Json& j, std::string_view name) {
     const Json& v = j.at(std::string(name));
-    return "default " + (v.is_string() ? v.get<std::string>() : v.dump()) + ")";
+    return "default " + (v.is_string() ? (v.get<std::string>().empty() ? "none" : v.get<std::string>()) : v.dump()) + ")";
   };
   const Json model_defaults = fields_to_json(ModelConfig{}, kModelConfigFields);
   const Json train_defaults = fields_to_json(TrainOptions{}, kTrainOptionFields);

@@ -73,19 +73,24 @@ class Train final : public Command {
     init_distributed(dist_);
     if (!resume_dir_.empty())  // a resumed run is the checkpoint's run: only its length may change
       for (const std::string& name : flags.given())
-        PHASOR_CHECK(name == "--resume" || name == "--steps" || name == "--precision" || name == "--extend" || name == "--distributed" ||
-                         name == "--dist-timeout",  // how to run, not what
-                     "train: ", name, " cannot be combined with --resume (the run continues with its own options; only --steps, --extend and --precision may change)");
+        PHASOR_CHECK(name == "--resume" || name == "--steps" || name == "--precision" || name == "--extend" || name == "--data" ||
+                         name == "--distributed" || name == "--dist-timeout",  // how to run, not what
+                     "train: ", name, " cannot be combined with --resume (the run continues with its own options; only --steps, --extend, "
+                     "--precision and --data, for the same text moved elsewhere, may change)");
     field_flags_.apply();
+    // --val-data replaces the held-out part of --data: --val-fraction defaults to 0 there.
+    if (!options_.val_data.empty() && flags.count("--val-fraction") == 0) options_.val_fraction = 0;
     if (resume_dir_.empty())  // the run's own files must not replace its data or config
       for (const char* file : {"config.json", "validation.txt", "log.jsonl", "latest"})
         refuse_output_over_inputs("train", "the run file", options_.run_dir + "/" + file,
-                                  {{"--data", options_.data}, {"--config", config_file_}});
+                                  {{"--data", options_.data}, {"--val-data", options_.val_data}, {"--config", config_file_}});
     PHASOR_CHECK(flags.count("--extend") == 0 || (!resume_dir_.empty() && flags.count("--steps") > 0),
                  "train: --extend says how a resumed run schedules the steps a larger --steps adds; give it with --resume and --steps");
-    const TrainSummary s = resume_dir_.empty() ? train(options_)
-                                               : resume(resume_dir_, flags.count("--steps") ? options_.steps : 0,
-                                                        flags.count("--precision") ? options_.precision : "", parse_schedule_on_extend(extend_));
+    ResumeChanges changes;
+    changes.extend = parse_schedule_on_extend(extend_);
+    if (flags.count("--precision")) changes.precision = options_.precision;
+    if (flags.count("--data")) changes.data = options_.data;
+    const TrainSummary s = resume_dir_.empty() ? train(options_) : resume(resume_dir_, flags.count("--steps") ? options_.steps : 0, changes);
     const auto loss_text = [](bool computed, double loss) {
       char text[32] = "not computed";
       if (computed) std::snprintf(text, sizeof text, "%.4f", loss);

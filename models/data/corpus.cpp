@@ -204,6 +204,19 @@ std::string load_text(const std::string& name_or_path) {
   fail("data '", name_or_path, "' is neither a file nor a built-in corpus (kjv, code, arith)");
 }
 
+std::string data_location(const std::string& name_or_path) {
+  std::error_code ec;
+  if (!fs::exists(name_or_path, ec)) return name_or_path;
+  const fs::path absolute = fs::absolute(name_or_path, ec);
+  return ec ? name_or_path : absolute.lexically_normal().string();
+}
+
+std::string text_hash(std::string_view text) {
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "fnv1a64:%016llx", static_cast<unsigned long long>(fnv1a(text)));
+  return hex;
+}
+
 std::vector<ArithProblem> arith_heldout_problems(size_t count, uint64_t seed) {
   PHASOR_CHECK(count <= 100'000, "arith_heldout_problems: at most 100000 problems, asked for ", count);
   Generator gen(seed);

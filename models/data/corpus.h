@@ -22,6 +22,12 @@ std::string corpus_cache_dir();
 // Throws phasor::Error for an unknown name, an empty file or a missing tool.
 std::string load_text(const std::string& name_or_path);
 
+// What a run records of its data so that it can be found and checked again:
+// a file's absolute path (a built-in corpus keeps its name), and the text's
+// size and hash ("fnv1a64:" and 16 hex digits; FNV-1a, the same on every platform).
+std::string data_location(const std::string& name_or_path);
+std::string text_hash(std::string_view text);
+
 // Reads a whole regular file of at most 1 GiB as bytes; phasor::Error names the
 // file if it cannot be read, is not a regular file or is larger (the message
 // ends "more than the limit of <limit_text>").

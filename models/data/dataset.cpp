@@ -38,6 +38,12 @@ TextSplit split_tokens(std::vector<int64_t> tokens, double validation_fraction, 
   return split;
 }
 
+TextSplit separate_texts(std::vector<int64_t> train, std::vector<int64_t> validation, int64_t seq_len) {
+  check_holds_a_window("separate_texts", "training text", train.size(), seq_len);
+  check_holds_a_window("separate_texts", "validation text", validation.size(), seq_len);
+  return TextSplit{std::move(train), std::move(validation)};
+}
+
 BatchSampler::BatchSampler(std::vector<int64_t> tokens, int64_t batch_size, int64_t seq_len, uint64_t seed,
                            int64_t rank, int64_t world_size)
     : tokens_(std::move(tokens)),

@@ -23,6 +23,8 @@ struct TextSplit {
 // Each part must hold at least one window of seq_len (seq_len + 1 tokens);
 // otherwise phasor::Error says how many tokens each part has and needs.
 TextSplit split_tokens(std::vector<int64_t> tokens, double validation_fraction, int64_t seq_len);
+// Two texts as the parts (a separate validation file): each must hold a window as above.
+TextSplit separate_texts(std::vector<int64_t> train, std::vector<int64_t> validation, int64_t seq_len);
 
 // Row-major [batch, seq_len] token ids: targets are the inputs shifted by one.
 struct Batch {
