@@ -181,7 +181,8 @@ Basic apply_basic(const Tensor& t, const std::vector<Entry>& es, bool flip_negat
       Py_ssize_t start = 0, stop = 0, step = 0;
       if (PySlice_Unpack(s->s.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();  // step 0: ValueError
       const int64_t count = PySlice_AdjustIndices(b.view.size(d), &start, &stop, step);
-      const int64_t lowest = step > 0 || count == 0 ? start : start + (count - 1) * step;
+      // The first element in memory order (an empty slice: 0, as AdjustIndices may leave start at -1).
+      const int64_t lowest = count == 0 ? 0 : step > 0 ? start : start + (count - 1) * step;
       const int64_t stride = step > 0 ? step : -step;
       b.view = stride == 1 || count <= 1 ? narrow(b.view, d, lowest, count) : strided_slice(b.view, d, lowest, stride, count);
       if (step < 0 && count > 1) {

@@ -12,6 +12,7 @@ BASIC = [
     slice(1, None), slice(None, None, 2), slice(None, None, -1), slice(-1, 0, -2), slice(5, 1), slice(None, None, 3),
     (slice(None), slice(1, 4, 2)), (Ellipsis, -1), (1, Ellipsis, slice(None, None, 2)), (None,), (slice(None), None, 2),
     (Ellipsis, None), (slice(None, None, 2), Ellipsis, slice(4, None, -3)), (), Ellipsis, np.int64(2), (None, 1, None),
+    slice(-10, None, -1), slice(10, None), (slice(None), slice(10, None, -1)), (slice(1, 1), slice(None, None, -1)),
 ]
 ADVANCED = [
     [2, 0], np.array([[0, 1], [-1, 0]]), (slice(None), [3, 3, 0]), (1, slice(None), [-1, 2]), (Ellipsis, np.array([4, 0])),
