@@ -276,6 +276,8 @@ void set_item(const Tensor& t, const py::handle& index, const py::handle& value)
   const int k = p.over.size();
   // The value broadcast to the indexed shape, then read backwards where the view is.
   Tensor v = value_tensor(value);
+  if (v.is_complex() && !t.is_complex())  // a conversion would drop the imaginary parts without a word
+    throw py::type_error(std::string("cannot write complex values into a ") + dtype_name(t.dtype()) + " tensor: write their .real");
   const Dims target = b.array ? splice(b.view.shape(), b.array_at, k, p.shape) : b.view.shape();
   if (b.array_first) {  // broadcast to NumPy's shape, then put back in this layout
     const Dims order = move_order(target.size(), b.array_at, p.shape.size(), true);

@@ -123,6 +123,8 @@ def test_bad_indices_raise_one_line(index, error, message):
 
 def test_setitem_shape_mismatch_is_one_line():
     t = phasor.Tensor(A.copy())
+    with pytest.raises(TypeError, match="cannot write complex values into a float64 tensor"):
+        t[0, 0, 0] = 1 + 2j
     with pytest.raises(phasor.Error) as info:
         t[0] = phasor.tensor(np.zeros(3))
     assert "\n" not in str(info.value)
