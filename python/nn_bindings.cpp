@@ -180,7 +180,16 @@ void bind_nn(py::module_& m) {
       .def("step", [](nn::AdamW& o) { o.step(); })
       .def("zero_grad", &nn::AdamW::zero_grad)
       .def_property("lr", &nn::AdamW::lr, &nn::AdamW::set_lr)
-      .def_property_readonly("steps", &nn::AdamW::steps);
+      .def_property_readonly("steps", &nn::AdamW::steps)
+      .def("state_dict", [](const nn::AdamW& o) {
+             return py::dict("state"_a = o.state(), "steps"_a = o.steps(), "lr"_a = o.lr());
+           }, "the moments by parameter (live tensors, as PyTorch's), the step count and lr: a checkpoint's optimizer part")
+      .def("load_state_dict", [](nn::AdamW& o, const py::dict& state) {
+             PHASOR_CHECK(state.contains("state") && state.contains("steps"), "AdamW.load_state_dict: expected a dict with 'state' and 'steps', "
+                                                                             "as state_dict() gives");
+             o.load_state(state["state"].cast<nn::StateDict>(), state["steps"].cast<int64_t>());
+             if (state.contains("lr")) o.set_lr(state["lr"].cast<double>());
+           }, "state"_a, "copies the moments in (the same parameters, in the same order) and resumes the step count");
   py::class_<nn::SGD>(optim, "SGD", "SGD with momentum and weight decay as PyTorch computes them (no dampening, no Nesterov)")
       .def(py::init([](const py::iterable& params, double lr, double momentum, double weight_decay) {
              const std::vector<nn::ParamGroup> groups = param_groups(params, weight_decay);

@@ -52,6 +52,29 @@ def test_adamw_parameter_groups_and_lr():
     assert opt.lr == 0.01 and opt.steps == 1
 
 
+def test_adamw_state_dict_resumes_the_same_steps():
+    def run(w, z, opt, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            loss_of(w, z, phasor).backward()
+            opt.step()
+
+    w, z = phasor.tensor(W0).requires_grad_(), phasor.tensor(Z0).requires_grad_()
+    straight = phasor.optim.AdamW([w, z], lr=0.05)
+    run(w, z, straight, 3)
+    saved = straight.state_dict()
+    w2, z2 = w.detach().clone().requires_grad_(), z.detach().clone().requires_grad_()
+    resumed = phasor.optim.AdamW([w2, z2], lr=0.5)
+    resumed.load_state_dict(saved)
+    assert resumed.steps == 3 and resumed.lr == 0.05
+    run(w, z, straight, 2)
+    run(w2, z2, resumed, 2)
+    np.testing.assert_array_equal(w2.detach().numpy(), w.detach().numpy())
+    np.testing.assert_array_equal(z2.detach().numpy(), z.detach().numpy())
+    with pytest.raises(phasor.Error, match="lacks 'exp_avg.p.0'"):
+        resumed.load_state_dict({"state": {}, "steps": 1})
+
+
 class Net(phasor.nn.Module):
     def __init__(self):
         super().__init__()
