@@ -1,5 +1,6 @@
 """The build step behind pyproject.toml: setuptools runs the project's CMake
-and packs the `phasor` module it builds (python/, target phasor_python).
+and packs the `phasor` module it builds (python/, target phasor_python) with
+its type stubs (phasor.pyi, python/stubgen.py).
 
 CMAKE_ARGS (e.g. "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache") passes options to the
 configure step, CMAKE_BUILD_PARALLEL_LEVEL the number of compile jobs.
@@ -42,6 +43,9 @@ class CMakeBuild(build_ext):
         target = pathlib.Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
+        # Type stubs beside the module, written from the module just built.
+        env = dict(os.environ, PYTHONPATH=str(target.parent))
+        subprocess.run([sys.executable, str(ROOT / "python" / "stubgen.py"), str(target.parent / "phasor.pyi")], check=True, env=env)
 
 
 setup(
