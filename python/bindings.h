@@ -6,6 +6,8 @@
 namespace phasor::python {
 
 void bind_tensor(pybind11::module_& m);    // python/tensor_bindings.cpp: Tensor, dtypes, ops, autograd
+void bind_dlpack(pybind11::module_& m);    // python/dlpack_bridge.cpp: __dlpack__, from_dlpack (after bind_tensor)
+void bind_nn(pybind11::module_& m);        // python/nn_bindings.cpp: phasor.nn, phasor.optim
 void bind_models(pybind11::module_& m);    // python/model_bindings.cpp: load, evaluate, gradients, generate
 
 }  // namespace phasor::python

@@ -25,5 +25,7 @@ PYBIND11_MODULE(phasor, m) {
     }
   });
   phasor::python::bind_tensor(m);
+  phasor::python::bind_dlpack(m);
+  phasor::python::bind_nn(m);
   phasor::python::bind_models(m);
 }

@@ -1,6 +1,7 @@
 // phasor.Tensor (zero-copy with NumPy), the dtypes, the differentiable ops,
 // requires_grad / backward / grad, no_grad, gradcheck, and the second order
 // (create_graph, grad, hvp, jvp, gradgradcheck).
+#include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "autograd/functional.h"
 #include "autograd/gradcheck.h"
 #include "python/bindings.h"
+#include "python/indexing.h"
 #include "python/numpy_bridge.h"
 
 namespace py = pybind11;
@@ -32,10 +34,33 @@ Tensor operand(const Operand& x, const Tensor& like) {
   return scalar_like(like, std::get<c128>(x));  // the dtype that combines with `like`, as C++'s t * 2.0 does
 }
 
-// A raw in-place write records nothing: refused where autograd would need it.
+// An in-place write records nothing, so it is refused where autograd would
+// need it: on a leaf that requires grad (PyTorch's rule: a parameter is
+// updated under no_grad), and on a result that carries a graph (PyTorch
+// records the write there; Phasor cannot, so it asks for the out-of-place op).
 void check_in_place(const Tensor& t, const char* op) {
-  PHASOR_CHECK(!(t.requires_grad() && GradMode::enabled()), op,
-               ": an in-place write to a tensor that requires grad is not recorded; do it under phasor.no_grad()");
+  if (!t.requires_grad() || !GradMode::enabled()) return;
+  PHASOR_CHECK(!t.is_leaf(), op, ": a leaf tensor that requires grad cannot be changed in place: do it under phasor.no_grad()");
+  PHASOR_CHECK(false, op, ": an in-place write to a tensor that requires grad is not recorded: use the out-of-place op, "
+                          "or write under phasor.no_grad()");
+}
+
+// The right-hand side of an in-place op, in a dtype the tensor can hold: a
+// Python int stays an integer for an int64 tensor (t += 1), as in PyTorch.
+Tensor in_place_operand(const Operand& x, const Tensor& dst) {
+  const c128* v = std::get_if<c128>(&x);
+  if (v && dst.dtype() == DType::Int64 && v->imag() == 0 && v->real() == std::trunc(v->real())) return scalar_tensor(*v, DType::Int64);
+  return operand(x, dst);
+}
+
+// t (op)= alpha * x in place, the same Python object returned.
+py::object in_place(py::object self, ops::Binary op, const Operand& x, double alpha, const char* name) {
+  const Tensor& t = self.cast<const Tensor&>();
+  check_in_place(t, name);
+  Tensor src = op == ops::Binary::Div ? operand(x, t) : in_place_operand(x, t);
+  if (alpha != 1.0) src = mul(src.detach(), scalar_like(src, alpha));
+  ops::binary_(op, t, src);
+  return self;
 }
 
 using Unary = Tensor (*)(const Tensor&);
@@ -84,16 +109,6 @@ bool truth(const Tensor& t) {
   PHASOR_CHECK(t.numel() == 1, "Boolean value of a tensor with ", t.numel() == 0 ? "no values" : "more than one value",
                " is ambiguous (shape ", t.shape(), ")");
   return py::bool_(item(t));
-}
-
-// t[i]: row i along dimension 0, an IndexError past the end (which also stops
-// Python's sequence iteration) and on a 0-d tensor, which has no rows.
-Tensor row(const Tensor& t, int64_t i) {
-  if (t.dim() == 0) throw py::index_error("invalid index of a 0-d tensor: use item() for its value");
-  const int64_t n = t.size(0);
-  if (i < -n || i >= n)
-    throw py::index_error("index " + std::to_string(i) + " is out of bounds for dimension 0 with size " + std::to_string(n));
-  return select(t, 0, i);
 }
 
 std::optional<Generator> generator(std::optional<uint64_t> seed) {
@@ -187,15 +202,17 @@ into values a graph has saved (including via t.detach().numpy()).)");
       .def("retain_grad", &Tensor::retain_grad)
       .def("zero_grad", &Tensor::zero_grad)
       .def("detach", &Tensor::detach)
-      .def("copy_", [](const Tensor& t, const Operand& src) {
+      .def("copy_", [](py::object self, const Operand& src) {
+             const Tensor& t = self.cast<const Tensor&>();
              check_in_place(t, "copy_");
              ops::copy_(t, operand(src, t));
-             return t;
+             return self;
            }, "src"_a, "writes src (broadcast, converted) into this tensor's memory: NumPy views of it see the values")
-      .def("fill_", [](const Tensor& t, c128 value) {
+      .def("fill_", [](py::object self, c128 value) {
+             const Tensor& t = self.cast<const Tensor&>();
              check_in_place(t, "fill_");
              ops::fill_(t, value);
-             return t;
+             return self;
            }, "value"_a)
       .def("item", &item)
       .def("tolist", [](py::object self) {
@@ -213,7 +230,12 @@ into values a graph has saved (including via t.detach().numpy()).)");
       .def("transpose", [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); })
       .def("select", [](const Tensor& t, int64_t dim, int64_t i) { return select(t, dim, i); })
       .def("narrow", [](const Tensor& t, int64_t dim, int64_t start, int64_t n) { return narrow(t, dim, start, n); })
-      .def("__getitem__", &row, "i"_a)
+      .def("__getitem__", [](const Tensor& t, const py::handle& index) { return get_item(t, index); }, "index"_a,
+           "NumPy's indexing: ints, slices with steps, ..., None give views; an integer or boolean array a copy")
+      .def("__setitem__", [](const Tensor& t, const py::handle& index, const py::handle& value) {
+             check_in_place(t, "__setitem__");
+             set_item(t, index, value);
+           }, "index"_a, "value"_a, "writes value (a number, a tensor or an array, broadcast) into the indexed elements")
       .def("__repr__", &Tensor::to_string)
       // As NumPy's and PyTorch's: properties, not methods (phasor.real(x) and phasor.imag(x) are the functions).
       .def_property_readonly("real", [](const Tensor& t) { return real(t); }, "the real part (a view of a complex tensor)")
@@ -232,6 +254,35 @@ into values a graph has saved (including via t.detach().numpy()).)");
     tensor.def(("__" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, py::is_operator());
     tensor.def(("__r" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(operand(b, a), a); }, py::is_operator());
   }
+  // In-place arithmetic (t.add_(x), t += x) gives back the same object, so
+  // `W -= lr * W.grad` under no_grad updates the parameter itself.
+  struct InPlace {
+    const char* method;
+    const char* dunder;
+    ops::Binary op;
+  };
+  const InPlace in_place_ops[] = {{"add_", "__iadd__", ops::Binary::Add}, {"sub_", "__isub__", ops::Binary::Sub},
+                                  {"mul_", "__imul__", ops::Binary::Mul}, {"div_", "__itruediv__", ops::Binary::Div}};
+  for (const InPlace& ip : in_place_ops) {
+    const ops::Binary op = ip.op;
+    const char* name = ip.method;
+    tensor.def(ip.dunder, [op, name](py::object self, const Operand& x) { return in_place(self, op, x, 1.0, name); }, py::is_operator());
+    if (op == ops::Binary::Add || op == ops::Binary::Sub)
+      tensor.def(name, [op, name](py::object self, const Operand& x, double alpha) { return in_place(self, op, x, alpha, name); },
+                 "other"_a, py::kw_only(), "alpha"_a = 1.0, "this tensor (op) alpha * other, in place (PyTorch's signature)");
+    else
+      tensor.def(name, [op, name](py::object self, const Operand& x) { return in_place(self, op, x, 1.0, name); }, "other"_a);
+  }
+  tensor.def("zero_", [](py::object self) {
+    const Tensor& t = self.cast<const Tensor&>();
+    check_in_place(t, "zero_");
+    ops::fill_(t, 0.0);
+    return self;
+  });
+  tensor.def_property("data", [](const Tensor& t) { return t.detach(); }, [](const Tensor& t, const Tensor& value) {
+    t.set_data(value.detach());
+  }, "the same memory without autograd (t.detach()); assigning points this tensor at another's values, keeping its grad state");
+
   // Comparisons give bool tensors, element by element, as NumPy's and PyTorch's do;
   // the hash stays the object's identity (PyTorch's), so tensors still key a dict.
   const std::pair<const char*, ops::Compare> comparisons[] = {{"eq", ops::Compare::Eq}, {"ne", ops::Compare::Ne}, {"lt", ops::Compare::Lt},

@@ -26,9 +26,9 @@ def test_a_0d_tensor_has_no_rows():
         iter(s)
     with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
         len(s)
-    with pytest.raises(IndexError, match="0-d tensor"):
+    with pytest.raises(IndexError, match="tensor is 0-dimensional, but 1 were indexed"):
         s[0]
-    with pytest.raises(IndexError, match="0-d tensor"):
+    with pytest.raises(IndexError, match="tensor is 0-dimensional"):
         phasor.tensor([1.0, 2.0, 3.0])[0][0]
 
 
