@@ -1,10 +1,13 @@
 #pragma once
 // Device-side helpers shared by the .cu files: the C++ type of each dtype on
-// the device, dtype dispatch, launch sizing and block reductions.
+// the device, dtype dispatch, launch sizing and block reductions (and, through
+// cuda/global_memory.cuh, the counted global-memory accesses).
+#include <algorithm>
 #include <cuda/std/cmath>
 #include <cuda/std/complex>
 #include <cuda_runtime.h>
 
+#include "cuda/global_memory.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
 #include "cuda/runtime.h"

@@ -88,7 +88,7 @@ void launch_gather(int64_t item_bytes, const void* x, const int64_t* index, void
 void launch_scatter_offsets(const int64_t* index, int ndim, const int64_t* index_shape, const int64_t* out_strides, int dim, int64_t out_size,
                             int64_t numel, int64_t* offsets);
 
-// ---- the launch arguments of cuda/fused.cu's ComplexFormer rotation and of
+// ---- the launch arguments of cuda/rotation.cu's ComplexFormer rotation and of
 // cuda/attention.cu's fused causal attention.
 struct CmhaArgs {
   const void* delta = nullptr;  // [H, P] real
@@ -110,7 +110,7 @@ struct AttentionArgs {
   double scale = 1.0;
 };
 // ---- the fused ops of tensor/fused_ops.h's list, one function each, called by
-// cuda/backend.cpp's methods of the same name: in cuda/fused.cu (CPU:
+// cuda/backend.cpp's methods of the same name: in cuda/fused.cu and rotation.cu (CPU:
 // tensor/cpu/fused.cpp and rotation.cpp), attention_forward and
 // attention_backward in cuda/attention.cu (CPU: tensor/cpu/attention.cpp),
 // adamw_step in cuda/elementwise.cu.

@@ -113,6 +113,7 @@ struct Worker {
   void (*body)(const void*) = nullptr;
   const void* args = nullptr;
   std::string error;
+  int64_t bytes_read = 0, bytes_written = 0, accesses = 0;  // the block's global accesses (global_access)
   const void* main_bottom = nullptr;
   size_t main_size = 0;
   void* main_fake = nullptr;
@@ -306,12 +307,18 @@ void run_block(Worker& w, const LaunchConfig& c, uint3 block, Schedule schedule,
   }
 }
 
-// Runs the whole grid under one schedule; "" or the first fault.
-std::string run_grid(const LaunchConfig& c, void (*body)(const void*), const void* args, Schedule schedule, uint64_t seed) {
+// What a grid's run under one schedule gave: "" or the first fault, and the
+// global bytes its blocks read and wrote.
+struct GridRun {
+  std::string error;
+  int64_t bytes_read = 0, bytes_written = 0, accesses = 0;
+};
+GridRun run_grid(const LaunchConfig& c, void (*body)(const void*), const void* args, Schedule schedule, uint64_t seed) {
   const int64_t gx = c.grid.x, gy = c.grid.y, total = gx * gy * static_cast<int64_t>(c.grid.z);
   std::mutex m;
   std::string first;
   std::atomic<bool> failed{false};
+  std::atomic<int64_t> bytes_read{0}, bytes_written{0}, accesses{0};
 #pragma omp parallel for schedule(dynamic, 1) if (total > 1)
   for (int64_t b = 0; b < total; ++b) {
     if (failed.load(std::memory_order_relaxed)) continue;
@@ -319,8 +326,12 @@ std::string run_grid(const LaunchConfig& c, void (*body)(const void*), const voi
     w.body = body;
     w.args = args;
     w.error.clear();
+    w.bytes_read = w.bytes_written = w.accesses = 0;
     const uint3 block{static_cast<unsigned>(b % gx), static_cast<unsigned>((b / gx) % gy), static_cast<unsigned>(b / (gx * gy))};
     run_block(w, c, block, schedule, seed);
+    bytes_read.fetch_add(w.bytes_read, std::memory_order_relaxed);
+    bytes_written.fetch_add(w.bytes_written, std::memory_order_relaxed);
+    accesses.fetch_add(w.accesses, std::memory_order_relaxed);
     current_block = nullptr;
     current_thread = nullptr;
     if (!w.error.empty()) {
@@ -333,7 +344,7 @@ std::string run_grid(const LaunchConfig& c, void (*body)(const void*), const voi
       failed = true;
     }
   }
-  return first;
+  return {first, bytes_read.load(), bytes_written.load(), accesses.load()};
 }
 
 // The device allocations a launch can reach: those its argument bytes point into.
@@ -362,18 +373,17 @@ void put(const std::vector<Region>& rs, const Snapshot& s) {
 
 void execute(const LaunchConfig& c, void (*body)(const void*), const void* bound, const void* args, size_t args_bytes, uint64_t seed) {
   static const bool schedules = check_enabled("PHASOR_SIM_SCHEDULES");
-  std::string error;
   const std::vector<Region> regions = schedules ? reachable(args, args_bytes) : std::vector<Region>{};
-  if (regions.empty()) {
-    error = run_grid(c, body, bound, Schedule::InOrder, seed);
-  } else {
-    const Snapshot before = take(regions);
-    error = run_grid(c, body, bound, Schedule::InOrder, seed);
+  const Snapshot before = regions.empty() ? Snapshot{} : take(regions);
+  const GridRun first = run_grid(c, body, bound, Schedule::InOrder, seed);
+  record_traffic(c.name, first.bytes_read, first.bytes_written, first.accesses);  // once, not once per schedule
+  std::string error = first.error;
+  if (!regions.empty()) {
     const Snapshot reference = error.empty() ? take(regions) : Snapshot{};
     for (Schedule s : {Schedule::Reversed, Schedule::Shuffled}) {
       if (!error.empty()) break;
       put(regions, before);
-      error = run_grid(c, body, bound, s, seed);
+      error = run_grid(c, body, bound, s, seed).error;
       if (!error.empty()) break;
       for (size_t i = 0; i < regions.size() && error.empty(); ++i) {
         const char* now = regions[i].base;
@@ -399,6 +409,18 @@ void syncthreads() {
   Fiber& f = *w.current;
   f.state = State::Barrier;
   leave(w, f);
+}
+
+void global_access(const void* p, size_t bytes, bool write) {
+  Worker& w = *worker;
+  (write ? w.bytes_written : w.bytes_read) += static_cast<int64_t>(bytes);
+  ++w.accesses;
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {  // the hardware's "misaligned address"
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s makes a misaligned %zu-byte %s of global memory at %p", where(*w.current).c_str(), bytes,
+                  write ? "store" : "load", p);
+    w.fail(buf);
+  }
 }
 
 void shuffle(unsigned mask, const void* in, void* out, size_t bytes, Shfl kind, int arg) {

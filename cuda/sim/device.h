@@ -54,6 +54,10 @@ extern thread_local SimThread* current_thread;
 extern thread_local SimBlock* current_block;
 
 void syncthreads();
+// A kernel's load or store of `bytes` of global memory at p (cuda/global_memory.cuh):
+// counted in the launch's traffic (cuda/sim/traffic.h); an address that is not
+// a multiple of the access's size is a fault, as on the hardware.
+void global_access(const void* p, size_t bytes, bool write);
 // The value `bytes` of lane `src` of the caller's warp, at a rendezvous of the lanes of `mask`.
 enum class Shfl { Down, Xor };
 void shuffle(unsigned mask, const void* in, void* out, size_t bytes, Shfl kind, int arg);

@@ -1,5 +1,6 @@
 #pragma once
 // What the parts of the CUDA simulator share (cuda/sim/*.cpp); not seen by cuda/*.cu.
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -28,6 +29,9 @@ void record_failure(const std::string& what);
 
 // Counts a kernel launch in sync_counts() (cuda/sim/sync_counts.h).
 void count_launch();
+// Adds a launch that has run, the global bytes it read and wrote and its
+// number of accesses, to traffic() (cuda/sim/traffic.h).
+void record_traffic(const char* launch_name, int64_t bytes_read, int64_t bytes_written, int64_t accesses);
 
 // A switch of the simulator's checks from the environment: on unless set to 0.
 bool check_enabled(const char* name);
