@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
         extra["first_tokens"] = std::vector<int64_t>(out.begin(), out.begin() + std::min<size_t>(8, out.size()));
       }
     }
+    // The most bytes live tensors held at once: the workload's need, which the
+    // process's peak RSS exceeds by what the heap keeps of freed blocks.
+    extra["peak_tensor_mib"] = static_cast<double>(memory_stats(DeviceType::CPU).peak) / (1 << 20);
     C::emit("phasor", o, ms, base_rss, extra);
     return 0;
   } catch (const std::exception& e) {
