@@ -520,15 +520,17 @@ Graph::~Graph() {
 
 void Graph::capture(const std::function<void()>& body) {
   PHASOR_CHECK(!state_->exec && !state_->pool, "cuda graph: already captured (a Graph captures once)");
-  ensure_device();
+  PHASOR_CHECK(!active_capture, "cuda graph: another graph is being captured");
+  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
   state_->pool = allocator().begin_capture();
   active_capture = state_.get();
-  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
   std::string error;
   try {
     body();
   } catch (const std::exception& e) {
     error = e.what();
+  } catch (...) {
+    error = "an exception that is not a std::exception";
   }
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
