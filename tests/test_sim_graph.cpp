@@ -252,6 +252,23 @@ TEST_CASE("graph: a replayed training step gives the eager step's bits, and no h
   }
 }
 
+TEST_CASE("graph: tokens already on the model's GPU are checked by the embedding's kernel, raised at the next synchronisation") {
+  ModelConfig cfg;
+  cfg.d_model = 16;
+  cfg.n_layers = 1;
+  cfg.n_heads = 2;
+  cfg.d_ff = 24;
+  cfg.max_seq_len = 4;
+  CausalLM model(cfg, 3);
+  model.to(cuda(0));
+  const Tensor bad = ops::to_device(from_vector<int64_t>({1, 300}, {1, 2}), cuda(0));
+  const std::string message = expect_error([&] {
+    (void)model.forward(bad);  // no read of the tokens here: a captured step could not make one
+    gpu::synchronize();
+  });
+  CHECK(contains(message, "index 300 out of range"));
+}
+
 TEST_CASE("StepGraph: each batch reaches the replayed step through the captured buffers; a batch of another shape is refused") {
   StepGraph graph(cuda(0));
   int captures = 0;
