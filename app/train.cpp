@@ -372,7 +372,8 @@ TrainSummary run_loop(Run& run) {
   // optimizer's device state and fills the caches), then one step is captured
   // and replayed for every later one.
   PHASOR_CHECK(!o.cuda_graph || !distributed, "train: --cuda-graph trains on one GPU (distributed runs average gradients outside the graph)");
-  PHASOR_CHECK(!o.cuda_graph || nan_steps.first < 0, "train: --cuda-graph cannot inject NaN steps (PHASOR_FAULT_NAN_AT_STEP): a replayed step is the same every time");
+  PHASOR_CHECK(!o.cuda_graph || nan_steps.first < 0,
+               "train: --cuda-graph cannot inject NaN steps (PHASOR_FAULT_NAN_AT_STEP): a replayed step is the same every time");
   StepGraph step_graph(device_of(o));
   // The step's device work: loss, backward, clipping, the decision whether to take it, the update.
   // A captured step records nothing itself: each replay's values are added after it.
