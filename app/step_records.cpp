@@ -10,13 +10,24 @@ namespace phasor {
 bool StepReport::skipped() const { return !std::isfinite(loss) || !std::isfinite(grad_norm); }
 
 Tensor StepRecords::record(int64_t step, const Tensor& loss, const Tensor& grad_norm, double lr, int64_t tokens) {
+  const Tensor values = values_of(loss, grad_norm);
+  add(step, values, lr, tokens);
+  return finite(values);
+}
+
+Tensor StepRecords::values_of(const Tensor& loss, const Tensor& grad_norm) {
   NoGradGuard no_grad;
-  const Tensor values = ops::stack({ops::reshape(ops::to(loss.detach(), DType::Float64), {}), ops::reshape(grad_norm, {})}, 0);
-  pending_.push_back({step, values, lr, tokens});
+  return ops::stack({ops::reshape(ops::to(loss.detach(), DType::Float64), {}), ops::reshape(grad_norm, {})}, 0);
+}
+
+Tensor StepRecords::finite(const Tensor& values) {
+  NoGradGuard no_grad;
   // x - x is 0 for a finite x and NaN otherwise, so the sum is 0 exactly when both are finite.
   const Tensor residue = ops::sum(ops::binary(ops::Binary::Sub, values, values));
   return ops::compare(ops::Compare::Eq, residue, scalar_tensor(0.0, DType::Float64, values.device()));
 }
+
+void StepRecords::add(int64_t step, const Tensor& values, double lr, int64_t tokens) { pending_.push_back({step, values, lr, tokens}); }
 
 std::vector<StepReport> StepRecords::read() {
   if (pending_.empty()) return {};

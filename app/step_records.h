@@ -25,6 +25,12 @@ class StepRecords {
   // tensors on the step's device). Returns whether the optimizer is to take
   // the step, computed there: a bool scalar, true where both are finite.
   Tensor record(int64_t step, const Tensor& loss, const Tensor& grad_norm, double lr, int64_t tokens);
+  // record() in its parts, for a step replayed from a CUDA Graph: the step's
+  // {loss, grad_norm} (float64 [2] on its device) and whether to take it are
+  // computed inside the graph; the host adds each replay's values afterwards.
+  static Tensor values_of(const Tensor& loss, const Tensor& grad_norm);
+  static Tensor finite(const Tensor& values);
+  void add(int64_t step, const Tensor& values, double lr, int64_t tokens);
   // Every step recorded since the last read, in order, in one device-to-host copy.
   std::vector<StepReport> read();
   bool empty() const { return pending_.empty(); }

@@ -18,6 +18,7 @@
 #include "app/evaluate.h"
 #include "app/fault_injection.h"
 #include "app/memory.h"
+#include "app/step_graph.h"
 #include "app/step_records.h"
 #include "app/gradient.h"
 #include "autograd/functions.h"
@@ -44,6 +45,7 @@ nlohmann::json to_json(const TrainOptions& o) {
   // A float32 run writes the config earlier versions wrote, byte for byte (test_checkpoint).
   if (o.precision == "float32") j.erase("precision");
   if (o.val_data.empty()) j.erase("val_data");
+  if (!o.cuda_graph) j.erase("cuda_graph");  // nor one without a graph
   if (o.schedule_start != 0) j["schedule_start"] = o.schedule_start;
   if (o.schedule_end != 0) j["schedule_end"] = o.schedule_end;
   if (!o.data_hash.empty()) j["data_bytes"] = o.data_bytes, j["data_hash"] = o.data_hash;
@@ -100,6 +102,8 @@ void validate(const TrainOptions& o) {
   PHASOR_CHECK(!o.run_dir.empty(), "train: run_dir is empty");
   PHASOR_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "cuda:0", "train: device must be 'cpu' or 'cuda', got '", o.device, "'");
   PHASOR_CHECK(o.precision == "float32" || o.precision == "bf16", "train: precision must be 'float32' or 'bf16', got '", o.precision, "'");
+  PHASOR_CHECK(!o.cuda_graph || o.device != "cpu", "train: --cuda-graph needs --device cuda (a CUDA Graph replays GPU work)");
+  PHASOR_CHECK(!o.cuda_graph || !o.log_heads, "train: --cuda-graph cannot be combined with --log-heads (its probes read each step on the host)");
   PHASOR_CHECK(o.schedule_start >= 0 && o.schedule_end >= 0 && (o.schedule_end == 0 || o.schedule_end > o.schedule_start) &&
                    o.schedule_start < std::max<int64_t>(o.steps, 1),
                "train: the schedule's span [", o.schedule_start, ", ", o.schedule_end, ") does not fit a run of ", o.steps, " steps");
@@ -409,6 +413,37 @@ TrainSummary run_loop(Run& run) {
       }
     }
   };
+  // --cuda-graph: the first step of this process runs eagerly (it makes the
+  // optimizer's device state and fills the caches), then one step is captured
+  // and replayed for every later one.
+  PHASOR_CHECK(!o.cuda_graph || !distributed, "train: --cuda-graph trains on one GPU (distributed runs average gradients outside the graph)");
+  PHASOR_CHECK(!o.cuda_graph || nan_steps.first < 0,
+               "train: --cuda-graph cannot inject NaN steps (PHASOR_FAULT_NAN_AT_STEP): a replayed step is the same every time");
+  StepGraph step_graph(device_of(o));
+  // The step's device work: loss, backward, clipping, the decision whether to take it, the update.
+  // A captured step records nothing itself: each replay's values are added after it.
+  const auto device_step = [&](const Tensor& inputs, const Tensor& targets, double lr, int64_t tokens, bool captured) {
+    const Tensor loss = run.model->loss(inputs, targets);
+    run.optimizer->zero_grad();
+    // Backward runs whatever the loss: a non-finite one makes a non-finite norm, and the step is skipped below.
+    loss.backward();
+    if (nan_steps.grad_at(run.step)) run.model->parameters().front().grad().data<float>()[0] = NAN;
+    comm.average_gradients(run.model->parameters());  // identical on every rank from here on
+    const Tensor grad_norm = nn::clip_grad_norm_(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
+    const Tensor observed_loss = nan_steps.loss_at(run.step)
+                                     ? scalar_tensor(nan_steps.kind == fault::NanSteps::Kind::Inf ? INFINITY : NAN, DType::Float64, loss.device())
+                                     : loss;
+    const Tensor values = StepRecords::values_of(observed_loss, grad_norm);
+    Tensor take = StepRecords::finite(values);
+    if (!captured) records.add(run.step, values, lr, tokens);
+    if (read_every_step) {
+      read_records();
+      take = scalar_tensor(last.skipped() ? 0.0 : 1.0, DType::Float64, loss.device());  // every rank decides alike
+      if (o.log_heads && !last.skipped()) run.measure_head_gradients();
+    }
+    run.optimizer->step(take);
+    return values;
+  };
   while (run.step < o.steps) {
     if (distributed ? stop_agreed : interrupted.load()) {
       read_records();
@@ -423,23 +458,15 @@ TrainSummary run_loop(Run& run) {
     run.optimizer->set_lr(lr);
     const Batch b = run.sampler->next();
     if (o.log_heads) run.probe_heads((run.step + 1) % o.log_every == 0 || run.step + 1 == o.steps);  // the steps logged below
-    const Tensor loss = run.model->loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len}));
-    run.optimizer->zero_grad();
-    // Backward runs whatever the loss: a non-finite one makes a non-finite norm, and the step is skipped below.
-    loss.backward();
-    if (nan_steps.grad_at(run.step)) run.model->parameters().front().grad().data<float>()[0] = NAN;
-    comm.average_gradients(run.model->parameters());  // identical on every rank from here on
-    const Tensor grad_norm = nn::clip_grad_norm_(run.model->parameters(), o.grad_clip > 0 ? o.grad_clip : INFINITY);
-    const Tensor observed_loss = nan_steps.loss_at(run.step)
-                                     ? scalar_tensor(nan_steps.kind == fault::NanSteps::Kind::Inf ? INFINITY : NAN, DType::Float64, loss.device())
-                                     : loss;
-    Tensor take = records.record(run.step, observed_loss, grad_norm, lr, b.batch * b.seq_len * comm.world_size());
-    if (read_every_step) {
-      read_records();
-      take = scalar_tensor(last.skipped() ? 0.0 : 1.0, DType::Float64, loss.device());  // every rank decides alike
-      if (o.log_heads && !last.skipped()) run.measure_head_gradients();
+    const int64_t tokens = b.batch * b.seq_len * comm.world_size();
+    if (o.cuda_graph && run.step > first_step) {
+      const Tensor values = step_graph.run(b.inputs, b.targets, b.batch, b.seq_len, [&](const Tensor& inputs, const Tensor& targets) {
+        return device_step(inputs, targets, lr, tokens, /*captured=*/true);
+      });
+      records.add(run.step, ops::clone(values), lr, tokens);  // the next replay overwrites the graph's
+    } else {
+      device_step(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len}), lr, tokens, /*captured=*/false);
     }
-    run.optimizer->step(take);
     ++run.step;
 
     // The host reads the steps' records (one copy) where it needs them: to log, validate or save.

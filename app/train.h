@@ -37,6 +37,7 @@ struct TrainOptions {
   int64_t max_bad_steps = 5;   // consecutive NaN/Inf steps before giving up
   int threads = 0;             // 0: all cores
   bool log_heads = false;      // per-head CMHA statistics in the log
+  bool cuda_graph = false;     // capture one step as a CUDA Graph and replay it (app/step_graph.h)
   std::string device = "cpu";  // cpu or cuda (the CUDA backend, one GPU)
   std::string precision = "float32";  // float32 or bf16 (nn/precision.h); a resumed run may change it
   // The learning-rate schedule's span: warm-up from schedule_start, cosine decay
@@ -85,6 +86,8 @@ inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
      "float32|bf16: bf16 runs the weight GEMMs in bfloat16 with float32 accumulation (mixed precision; may change on --resume)"},
     {"log_heads",     &TrainOptions::log_heads,     Bound::Any,          1,
      "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform", Flag::Switch},
+    {"cuda_graph",    &TrainOptions::cuda_graph,    Bound::Any,          1,
+     "with --device cuda: run the first step eagerly, then capture one step as a CUDA Graph and replay it for every later step", Flag::Switch},
 };
 
 nlohmann::json to_json(const TrainOptions& o);

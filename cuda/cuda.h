@@ -4,6 +4,8 @@
 // CPU-only build: every function then reports that CUDA is absent.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 struct CUstream_st;  // cudaStream_t is a CUstream_st*, in CUDA and in the CUDA simulator
@@ -47,6 +49,33 @@ void synchronize();
 // Phasor's stream (a cudaStream_t), on which the backend queues all its work:
 // for code that orders its own CUDA work with it through events (NCCL).
 CUstream_st* native_stream();
+
+// A CUDA Graph of the work the backend queues on its stream. capture(body)
+// records what body queues instead of running it; replay() queues the
+// recording again: the same kernels on the same memory, with no host work.
+// While body runs, the caching allocator serves it from the graph's private
+// pool (never given to work outside the graph until the graph is destroyed),
+// and each upload from the host keeps its source in host memory the graph owns.
+// Anything that would make the host wait for the device inside body (a read
+// of device memory, a synchronisation) fails the capture with an error.
+// What changes between replays must live in device memory written before
+// each replay (a batch copied into the captured input tensors, a learning rate).
+struct GraphState;
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void capture(const std::function<void()>& body);
+  void replay() const;
+  bool captured() const;
+
+ private:
+  std::unique_ptr<GraphState> state_;
+};
+// Whether a Graph is capturing now.
+bool capturing();
 
 // TF32 tensor-core GEMMs for float32 (off by default; also PHASOR_TF32=1).
 void set_allow_tf32(bool allow);

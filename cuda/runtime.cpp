@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/ops.h"
@@ -116,6 +117,19 @@ void init_device(DeviceState& s) {
   cublasSetStream(s.blas, s.stream);
 }
 
+// The calling thread in relaxed stream-capture mode for its scope: the
+// allocations a graph's capture makes for its own memory.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&previous_); }
+  ~RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&previous_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
+};
+
 // Pinned staging memory for small host -> device copies, so they stay
 // asynchronous: two halves, and a half is refilled only after the event
 // recorded when it was last left has completed (normally long since).
@@ -155,6 +169,11 @@ class Staging {
 // Freed blocks are kept and reused by size (best fit within a quarter of
 // the request); the driver is asked only when none fits, and on failure the
 // cache is released and the request retried once before the error.
+//
+// A CUDA Graph (Graph, below) has a private pool: while it captures, blocks
+// come from its pool, and every block freed then joins it (the graph's kernels
+// may use it); its blocks go back only to it, whoever frees them, since each
+// replay writes them again, until the graph is destroyed (release_pool).
 class CachingAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
@@ -162,12 +181,13 @@ class CachingAllocator final : public Allocator {
     const size_t size = round(nbytes);
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.allocations;
-    auto it = free_.lower_bound(size);
-    if (it != free_.end() && it->first <= size + kSlack * (size / 4)) {
+    Pool& pool = pools_[capture_pool_];
+    auto it = pool.free.lower_bound(size);
+    if (it != pool.free.end() && it->first <= size + kSlack * (size / 4)) {
       void* p = it->second;
       const size_t got = it->first;
-      free_.erase(it);
-      cached_ -= got;
+      pool.free.erase(it);
+      pool.cached -= got;
       ++stats_.cache_hits;
 #ifdef PHASOR_CUDA_SIM
       // What the block's last tensor left is not this one's: poison it, in stream order.
@@ -176,8 +196,8 @@ class CachingAllocator final : public Allocator {
       return take(p, got);
     }
     void* p = nullptr;
-    cudaError_t status = cudaMalloc(&p, size);
-    if (status != cudaSuccess) {
+    cudaError_t status = device_malloc(&p, size);
+    if (status != cudaSuccess && capture_pool_ == 0) {  // no cudaFree while capturing: it would wait for the device
       cudaGetLastError();
       release_cached();
       status = cudaMalloc(&p, size);
@@ -197,11 +217,39 @@ class CachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(ptr);
     if (it == live_.end()) return;
-    stats_.allocated -= it->second;
-    free_.emplace(it->second, ptr);
-    cached_ += it->second;
+    const Block block = it->second;
     live_.erase(it);
-    if (cached_ > kMaxCached) release_cached();
+    stats_.allocated -= block.size;
+    // A graph's block stays its graph's; an eager block freed while a graph captures joins that graph's pool.
+    const int owner = block.pool != 0 && pools_.count(block.pool) ? block.pool : capture_pool_;
+    Pool& pool = pools_[owner];
+    pool.free.emplace(block.size, ptr);
+    pool.cached += block.size;
+    if (owner == 0 && capture_pool_ == 0 && pool.cached > kMaxCached) release_cached();
+  }
+
+  // A new private pool, which serves the allocations until end_capture().
+  int begin_capture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PHASOR_CHECK(capture_pool_ == 0, "cuda graph: another graph is being captured");
+    capture_pool_ = next_pool_++;
+    pools_[capture_pool_];
+    return capture_pool_;
+  }
+  void end_capture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_pool_ = 0;
+  }
+  // The graph of `id` is gone: its free blocks return to the eager cache, and so will its live ones when freed.
+  void release_pool(int id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pools_.find(id);
+    if (id == 0 || it == pools_.end()) return;
+    Pool& eager = pools_[0];
+    eager.free.insert(it->second.free.begin(), it->second.free.end());
+    eager.cached += it->second.cached;
+    pools_.erase(it);
+    if (eager.cached > kMaxCached) release_cached();
   }
 
   MemoryStats stats() {
@@ -214,7 +262,7 @@ class CachingAllocator final : public Allocator {
   }
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
-    release_cached();
+    if (capture_pool_ == 0) release_cached();
   }
 
  private:
@@ -231,25 +279,42 @@ class CachingAllocator final : public Allocator {
     return (n + (2u << 20) - 1) / (2u << 20) * (2u << 20);
   }
 #endif
+  struct Block {
+    size_t size;
+    int pool;  // 0: eager; else the graph's pool it was allocated in
+  };
+  struct Pool {
+    std::multimap<size_t, void*> free;
+    size_t cached = 0;  // bytes in free
+  };
+  // cudaMalloc; while a graph captures, in relaxed capture mode, as a capture
+  // in global mode refuses allocations that are not the graph's pool's.
+  cudaError_t device_malloc(void** p, size_t size) {
+    if (capture_pool_ == 0) return cudaMalloc(p, size);
+    const RelaxedCaptureMode relaxed;
+    return cudaMalloc(p, size);
+  }
   void* take(void* p, size_t size) {
-    live_.emplace(p, size);
+    live_.emplace(p, Block{size, capture_pool_});
     stats_.allocated += size;
     if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
     return p;
   }
-  void release_cached() {  // cudaFree waits for the device, so no queued kernel still uses these
-    for (auto& [size, p] : free_) {
+  void release_cached() {  // the eager pool's; cudaFree waits for the device, so no queued kernel still uses these
+    Pool& eager = pools_[0];
+    for (auto& [size, p] : eager.free) {
       cudaFree(p);
       stats_.reserved -= size;
     }
-    free_.clear();
-    cached_ = 0;
+    eager.free.clear();
+    eager.cached = 0;
   }
 
   std::mutex mutex_;
-  std::multimap<size_t, void*> free_;
-  size_t cached_ = 0;  // bytes in free_
-  std::unordered_map<void*, size_t> live_;
+  std::map<int, Pool> pools_{{0, Pool{}}};
+  int capture_pool_ = 0;  // the pool of the graph being captured; 0: none
+  int next_pool_ = 1;
+  std::unordered_map<void*, Block> live_;
   MemoryStats stats_;
 };
 
@@ -281,6 +346,35 @@ CachingAllocator& allocator() {
 Staging& staging() {
   static Staging* s = new Staging();
   return *s;
+}
+
+GraphState* active_capture = nullptr;  // the Graph capturing now (one at a time, like the allocator's pool)
+
+}  // namespace
+
+struct GraphState {
+  int pool = 0;  // the allocator's private pool
+  cudaGraphExec_t exec = nullptr;
+  std::vector<void*> uploads;  // pinned copies of the host data the captured uploads read at each replay
+
+  // A captured upload: its source copied to pinned memory that lives as long as the graph.
+  void upload(void* dst, const void* src, size_t nbytes) {
+    void* kept = nullptr;
+    {
+      const RelaxedCaptureMode relaxed;
+      check(cudaHostAlloc(&kept, nbytes, cudaHostAllocDefault), "cudaHostAlloc (a graph's upload)");
+    }
+    uploads.push_back(kept);
+    std::memcpy(kept, src, nbytes);
+    check(cudaMemcpyAsync(dst, kept, nbytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync (host to device)");
+  }
+};
+
+namespace {
+
+// Fails where a graph is capturing: the host cannot wait for the device inside a graph.
+void refuse_host_wait(const char* what) {
+  if (active_capture) fail("cuda graph: ", what, " cannot be captured: the host would wait for the device inside the graph");
 }
 
 void check_index(Device d) {
@@ -332,6 +426,7 @@ Buffer::~Buffer() { allocator().deallocate(ptr_, nbytes_); }
 
 void copy_to_device(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
+  if (active_capture) return active_capture->upload(dst, src, nbytes);
   if (staging().copy(dst, src, nbytes)) return;
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync (host to device)");
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");  // pageable source: finish before it can go away
@@ -339,6 +434,7 @@ void copy_to_device(void* dst, const void* src, size_t nbytes) {
 
 void copy_to_host(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
+  refuse_host_wait("a read of device memory on the host (a copy to the host: item(), to_vector(), to(cpu))");
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream()), "cudaMemcpyAsync (device to host)");
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
   raise_index_fault();
@@ -408,10 +504,57 @@ void empty_cache() {
   if (available()) allocator().empty_cache();
 }
 void synchronize() {
+  refuse_host_wait("gpu::synchronize");
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
   raise_index_fault();
 }
 CUstream_st* native_stream() { return stream(); }
+
+Graph::Graph() : state_(std::make_unique<GraphState>()) {}
+
+Graph::~Graph() {
+  if (state_->exec) cudaGraphExecDestroy(state_->exec);
+  for (void* p : state_->uploads) cudaFreeHost(p);  // waits for the device: no queued replay still reads them
+  if (state_->pool) allocator().release_pool(state_->pool);
+}
+
+void Graph::capture(const std::function<void()>& body) {
+  PHASOR_CHECK(!state_->exec && !state_->pool, "cuda graph: already captured (a Graph captures once)");
+  PHASOR_CHECK(!active_capture, "cuda graph: another graph is being captured");
+  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  state_->pool = allocator().begin_capture();
+  active_capture = state_.get();
+  std::string error;
+  try {
+    body();
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "an exception that is not a std::exception";
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+  active_capture = nullptr;
+  allocator().end_capture();
+  if (!error.empty()) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    fail("cuda graph: capture failed: ", error);
+  }
+  check(ended, "cudaStreamEndCapture");
+  const cudaError_t made = cudaGraphInstantiate(&state_->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(made, "cudaGraphInstantiate");
+}
+
+void Graph::replay() const {
+  PHASOR_CHECK(state_->exec, "cuda graph: replay() before capture()");
+  check(cudaGraphLaunch(state_->exec, stream()), "cudaGraphLaunch");
+}
+
+bool Graph::captured() const { return state_->exec != nullptr; }
+
+bool capturing() { return active_capture != nullptr; }
 void set_allow_tf32(bool allow) { tf32_flag.store(allow); }
 bool allow_tf32() { return tf32_flag.load(); }
 

@@ -167,16 +167,25 @@ int64_t parameter_count(const ModelConfig& config) {
   return static_cast<int64_t>(config.parameter_count());  // exact: validate() keeps it below 2^31
 }
 
+Tensor CausalLM::checked_upload(const Tensor& tokens) const {
+  const Tensor host_ids = ops::contiguous(to_cpu(tokens));
+  const int64_t* p = host_ids.data<int64_t>();
+  for (int64_t i = 0; i < host_ids.numel(); ++i)
+    PHASOR_CHECK(p[i] >= 0 && p[i] < config_.vocab_size, "model: token ", p[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
+  return ops::to_device(host_ids, device());
+}
+
 Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   PHASOR_CHECK(tokens.dtype() == DType::Int64 && tokens.dim() == 2, "model: tokens must be int64 [batch, seq], got ", tokens.dtype(),
                " ", tokens.shape());
   const int64_t n = tokens.size(1), offset = cache ? cache->length : 0;
   scheme_->check_fit(offset + n, "model: offset + length");
-  const Tensor host_ids = ops::contiguous(to_cpu(tokens));  // checked on the host, then on the model's device
-  const int64_t* p = host_ids.data<int64_t>();
-  for (int64_t i = 0; i < host_ids.numel(); ++i)
-    PHASOR_CHECK(p[i] >= 0 && p[i] < config_.vocab_size, "model: token ", p[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
-  const Tensor ids = ops::to_device(host_ids, device());
+  // Tokens are checked on the host, then uploaded; tokens already on the
+  // model's GPU (the input buffer of a step captured in a CUDA Graph) are
+  // checked by the embedding's kernel instead, whose index fault the host
+  // raises at its next synchronisation: reading them back would wait for the device.
+  const bool on_gpu = !tokens.device().is_cpu() && tokens.device() == device();
+  const Tensor ids = on_gpu ? tokens : checked_upload(tokens);
   if (cache) cache->reserve(offset + n);
 
   Tensor x = scheme_->embed(tok_emb_->forward(ids), offset, position_parameters_);

@@ -93,6 +93,7 @@ class CausalLM : public nn::Module {
   explicit CausalLM(const ModelConfig& config, uint64_t seed = 0);
 
   // tokens int64 [B, N] -> logits [B, N, V]. With a cache, positions continue from cache->length.
+  // Tokens on the model's GPU are not read back: their kernel checks them (forward's comment).
   Tensor forward(const Tensor& tokens, KVCache* cache = nullptr) const;
   // Mean cross-entropy of next-token predictions.
   Tensor loss(const Tensor& tokens, const Tensor& targets) const;
@@ -115,6 +116,9 @@ class CausalLM : public nn::Module {
   std::vector<std::pair<std::string, Tensor>> undecayed_parameters() const;
 
  private:
+  // Host tokens checked against the vocabulary, then on the model's device.
+  Tensor checked_upload(const Tensor& tokens) const;
+
   ModelConfig config_;
   std::shared_ptr<const PositionScheme> scheme_;  // one for every layer
   std::shared_ptr<nn::Embedding> tok_emb_;

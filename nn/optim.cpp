@@ -27,6 +27,7 @@ void AdamW::step(const Tensor& take) {
   const Device device = slots_.front().param.device();
   const auto on_device = [&](double v) { return scalar_tensor(v, DType::Float64, device); };
   if (!count_.defined()) count_ = on_device(static_cast<double>(loaded_steps_));
+  if (!lr_.defined()) lr_ = on_device(options_.lr);
   const Tensor apply = take.defined() ? ops::to(take, DType::Float64) : on_device(1.0);
   PHASOR_CHECK(apply.numel() == 1 && apply.device() == device, "AdamW: step's condition must be one element on the parameters' device ",
                device, ", got ", apply.shape(), " on ", apply.device());
@@ -35,15 +36,20 @@ void AdamW::step(const Tensor& take) {
   const auto correction = [&](double beta) {
     return ops::binary(ops::Binary::Sub, on_device(1.0), ops::binary(ops::Binary::Pow, on_device(beta), count_));
   };
+  // The learning rate from the device too (ops::AdamWStep: each group's lr is lr_scale times it).
   const Tensor schedule = ops::stack({ops::reshape(apply, {}), correction(options_.beta1),
-                                      ops::unary(ops::Unary::Sqrt, correction(options_.beta2))}, 0);
+                                      ops::unary(ops::Unary::Sqrt, correction(options_.beta2)), lr_}, 0);
   for (Slot& s : slots_) {
     const Tensor grad = s.param.grad();
     if (!grad.defined()) continue;
-    const double lr = options_.lr * s.lr_scale;
     const Tensor p = real_view(s.param), g = real_view(grad), m = real_view(s.exp_avg), v = real_view(s.exp_avg_sq);
-    ops::adamw_step_(p, g, m, v, {lr, s.weight_decay, options_.beta1, options_.beta2, options_.eps, 0.0, 0.0, schedule});
+    ops::adamw_step_(p, g, m, v, {s.lr_scale, s.weight_decay, options_.beta1, options_.beta2, options_.eps, 0.0, 0.0, schedule});
   }
+}
+
+void AdamW::set_lr(double lr) {
+  options_.lr = lr;
+  if (lr_.defined()) ops::fill_(lr_, lr);  // in stream order: the steps queued before keep their rate
 }
 
 int64_t AdamW::steps() const { return count_.defined() ? static_cast<int64_t>(count_.item<double>()) : loaded_steps_; }

@@ -33,7 +33,10 @@ class AdamW {
   // learn whether this one was (app/train.cpp).
   void step(const Tensor& take = Tensor());
   void zero_grad() const;
-  void set_lr(double lr) { options_.lr = lr; }
+  // The learning rate of the next steps; also kept on the parameters' device,
+  // where the update reads it, so that a step captured in a CUDA Graph
+  // (app/train.cpp, --cuda-graph) takes the rate set before each replay.
+  void set_lr(double lr);
   double lr() const { return options_.lr; }
   int64_t steps() const;  // steps taken (on a GPU, reading it waits for the device)
 
@@ -51,6 +54,7 @@ class AdamW {
   AdamWOptions options_;
   int64_t loaded_steps_ = 0;  // the count until the first step puts it on the device
   Tensor count_;              // float64 scalar on the parameters' device: steps taken
+  Tensor lr_;                 // float64 scalar on the parameters' device: options_.lr, from the first step on
 };
 
 class SGD {

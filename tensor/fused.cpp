@@ -228,12 +228,16 @@ void adamw_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   PHASOR_CHECK(is_floating(param.dtype()), "AdamW: not defined for dtype ", param.dtype(), " (pass complex tensors as their real views)");
   PHASOR_CHECK(grad.numel() == param.numel() && exp_avg.numel() == param.numel() && exp_avg_sq.numel() == param.numel(),
                "AdamW: gradient or state of shape ", grad.shape(), " does not match parameter shape ", param.shape());
-  if (step.schedule.defined())
-    PHASOR_CHECK(step.schedule.device() == device && step.schedule.dtype() == DType::Float64 && step.schedule.numel() == 3 &&
-                     step.schedule.is_contiguous(),
-                 "AdamW: the step's schedule must be a contiguous float64 tensor of 3 elements on the parameter's device, got ",
+  AdamWStep taken = step;
+  if (step.schedule.defined()) {
+    PHASOR_CHECK(step.schedule.device() == device && step.schedule.dtype() == DType::Float64 &&
+                     (step.schedule.numel() == 3 || step.schedule.numel() == 4) && step.schedule.is_contiguous(),
+                 "AdamW: the step's schedule must be a contiguous float64 tensor of 3 or 4 elements on the parameter's device, got ",
                  step.schedule.dtype(), " ", step.schedule.shape(), " on ", step.schedule.device());
-  backend(device).adamw_step({param, operand(grad, param.dtype(), device), exp_avg, exp_avg_sq, step});
+    // The learning rate's factor: a GPU's kernel reads it on the device; on the CPU it is at hand.
+    if (step.schedule.numel() == 4 && device.is_cpu()) taken.lr *= step.schedule.data<double>()[3];
+  }
+  backend(device).adamw_step({param, operand(grad, param.dtype(), device), exp_avg, exp_avg_sq, taken});
   param.storage()->bump_version();
 }
 

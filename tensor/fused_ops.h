@@ -70,6 +70,8 @@ struct CmhaGrads {
 // bias_correction1, bias_correction2_sqrt}), the kernel reads the corrections
 // there instead, and leaves everything as it was where apply is 0: the device
 // decides whether a step is taken, so the host never waits to know (nn::AdamW).
+// A 4th element multiplies lr: the learning rate kept on the device, so that
+// a step captured in a CUDA Graph follows the schedule it is replayed under.
 struct AdamWStep {
   double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2_sqrt;
   Tensor schedule;

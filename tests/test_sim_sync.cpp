@@ -22,6 +22,7 @@
 #include "nn/optim.h"
 #include "nn/precision.h"
 #include "phasor.h"
+#include "sim_train_options.h"
 
 using namespace phasor;
 using phasor::sim::SyncCounts;
@@ -171,23 +172,7 @@ TEST_CASE("sim sync counts: the training loop reads its steps once per logging i
   // steps more of the longer run, 2 logging intervals, add 2 reads of one
   // copy each, and no other synchronisation.
   const auto synchronisations = [](int64_t steps) {
-    TrainOptions o;
-    o.model.d_model = 32;
-    o.model.n_layers = 1;
-    o.model.n_heads = 4;
-    o.model.d_ff = 48;
-    o.model.max_seq_len = 16;
-    o.data = "arith";
-    o.seq_len = 16;
-    o.batch = 2;
-    o.steps = steps;
-    o.warmup = 2;
-    o.log_every = 4;
-    o.eval_every = 0;
-    o.eval_windows = 2;
-    o.device = "cuda";
-    o.threads = 1;
-    o.run_dir = std::string(PHASOR_TEST_TMP) + "/sim_sync_run_" + std::to_string(steps);
+    const TrainOptions o = test::tiny_cuda_run(steps, 4, std::string(PHASOR_TEST_TMP) + "/sim_sync_run_" + std::to_string(steps));
     std::filesystem::remove_all(o.run_dir);
     gpu::synchronize();
     sim::reset_sync_counts();

@@ -3,24 +3,41 @@
 // poison. Streams: queues of work run in order, deferred until the host
 // synchronises with them, so that a host read that skips a synchronisation
 // reads the poison a device-to-host copy leaves in its destination until it runs.
+// Stream capture (CUDA Graphs): while a stream captures, the work queued on it
+// is recorded in a graph instead of queued; launching the graph queues the
+// recording again. What cannot be captured (a host read, a synchronisation, an
+// allocation outside relaxed capture mode) fails as on a GPU, with
+// cudaErrorStreamCaptureUnsupported, and invalidates the capture.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "cuda_runtime_api.h"
 #include "internal.h"
 #include "sync_counts.h"
 
+using Task = std::function<bool()>;  // a queued operation (enqueue_polled)
+
+struct CUgraph_st {
+  std::vector<Task> nodes;  // the captured operations, in stream order
+};
+struct CUgraphExec_st {
+  std::vector<Task> nodes;
+};
 struct CUstream_st {
   // A task returns false while it cannot finish yet (a collective waiting for
   // its peers: cuda/sim/nccl.cpp); it stays at the front and is polled again.
-  std::deque<std::function<bool()>> queue;
+  std::deque<Task> queue;
   uint64_t enqueued = 0, done = 0;
+  std::unique_ptr<CUgraph_st> capture;  // while capturing: where the stream's work goes
+  bool capture_invalidated = false;     // an operation that cannot be captured was tried
 };
 struct CUevent_st {
   CUstream_st* stream = nullptr;
@@ -48,6 +65,8 @@ struct State {
   std::map<const void*, int> max_dynamic_shared;
   std::string failure;   // the first fault not yet reported by a synchronisation
   std::string detail;    // cudaGetErrorString(cudaErrorLaunchFailure)
+  std::string capture_detail;  // cudaGetErrorString(cudaErrorStreamCaptureUnsupported): what was refused
+  int capturing = 0;     // streams capturing now
   SyncCounts counts;     // sync_counts.h
 };
 State& state() {
@@ -56,6 +75,7 @@ State& state() {
 }
 
 thread_local cudaError_t last_error = cudaSuccess;
+thread_local cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;  // cudaThreadExchangeStreamCaptureMode
 
 cudaError_t fail_with(cudaError_t e) {
   last_error = e;
@@ -96,6 +116,23 @@ cudaError_t report() {
   return fail_with(cudaErrorLaunchFailure);
 }
 
+// An operation that cannot be captured, tried while `s` (null: any stream)
+// captures: every capture it concerns is invalidated (its cudaStreamEndCapture
+// fails), and the call fails naming `what`, as CUDA fails it.
+cudaError_t refuse_capture(CUstream_st* s, const char* what) {
+  State& st = state();
+  for (CUstream_st* c : st.streams)
+    if (c->capture && (!s || c == s)) c->capture_invalidated = true;
+  st.capture_detail = std::string("operation not permitted when stream is capturing: ") + what;
+  return fail_with(cudaErrorStreamCaptureUnsupported);
+}
+bool captures(CUstream_st* s) { return s->capture != nullptr; }
+// Whether a call that waits for the whole device, or allocates, must be refused
+// now: some stream captures. An allocation is let through where the calling
+// thread chose cudaStreamCaptureModeRelaxed (a graph's private memory pool).
+bool device_wide_refused() { return state().capturing > 0; }
+bool allocation_refused() { return state().capturing > 0 && thread_capture_mode != cudaStreamCaptureModeRelaxed; }
+
 bool is_device_range(const void* p, size_t n) {
   Region r;
   return find_allocation(p, r) && static_cast<const char*>(p) + n <= r.base + r.size;
@@ -130,6 +167,10 @@ void enqueue_polled(cudaStream_t stream, std::function<bool()> poll) {
   static const bool defer = check_enabled("PHASOR_SIM_DEFER");
   std::lock_guard<std::recursive_mutex> g(lock());
   CUstream_st* s = resolve(stream);
+  if (s->capture) {  // recorded, not run; an invalidated capture records nothing more
+    if (!s->capture_invalidated) s->capture->nodes.push_back(std::move(poll));
+    return;
+  }
   s->queue.push_back(std::move(poll));
   ++s->enqueued;
   if (!defer) run_until(s, s->enqueued);
@@ -213,6 +254,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 cudaError_t cudaDeviceSynchronize() {
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaDeviceSynchronize");
   count(&SyncCounts::device_syncs);
   run_all();
   return report();
@@ -241,6 +283,9 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
   }
   return "cudaErrorUnknown";
 }
@@ -258,6 +303,12 @@ const char* cudaGetErrorString(cudaError_t e) {
       std::lock_guard<std::recursive_mutex> g(lock());
       return state().detail.empty() ? "unspecified launch failure" : state().detail.c_str();
     }
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported: {
+      std::lock_guard<std::recursive_mutex> g(lock());
+      return state().capture_detail.empty() ? "operation not permitted when stream is capturing" : state().capture_detail.c_str();
+    }
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     default: return cudaGetErrorName(e);
   }
 }
@@ -266,6 +317,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   std::lock_guard<std::recursive_mutex> g(lock());
   State& st = state();
   *ptr = nullptr;
+  if (allocation_refused()) return refuse_capture(nullptr, "cudaMalloc (outside relaxed capture mode: a graph's memory pool)");
   if (size == 0) return cudaSuccess;
   if (size > kTotalMemory - st.allocated) return fail_with(cudaErrorMemoryAllocation);
   void* p = nullptr;
@@ -279,6 +331,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
 cudaError_t cudaFree(void* ptr) {
   std::lock_guard<std::recursive_mutex> g(lock());
   State& st = state();
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaFree (it waits for the device)");
   run_all();  // cudaFree waits for the device
   count(&SyncCounts::device_syncs);
   if (!ptr) return report();
@@ -291,6 +344,7 @@ cudaError_t cudaFree(void* ptr) {
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned) {
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (allocation_refused()) return refuse_capture(nullptr, "cudaHostAlloc (outside relaxed capture mode)");
   *ptr = std::malloc(size ? size : 1);
   if (!*ptr) return fail_with(cudaErrorMemoryAllocation);
   state().pinned.insert(*ptr);
@@ -307,6 +361,7 @@ cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) 
 cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
 cudaError_t cudaFreeHost(void* ptr) {
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaFreeHost (it waits for the device)");
   run_all();
   count(&SyncCounts::device_syncs);
   if (state().pinned.erase(ptr) == 0) return fail_with(cudaErrorInvalidValue);
@@ -337,6 +392,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
   std::lock_guard<std::recursive_mutex> g(lock());
   if (n == 0) return cudaSuccess;
   if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaMemcpy (synchronous)");
   run_until(&state().legacy, state().legacy.enqueued);
   count(&SyncCounts::device_syncs);
   if (kind == cudaMemcpyDeviceToHost) count(&SyncCounts::d2h_copies);
@@ -346,6 +402,10 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
+  std::lock_guard<std::recursive_mutex> g(lock());
+  // A captured copy to the host would be a host read inside the graph: refused.
+  // A captured copy from the host reads `src` at each launch: it must outlive the graph.
+  if (kind == cudaMemcpyDeviceToHost && captures(resolve(stream))) return refuse_capture(resolve(stream), "cudaMemcpyAsync (device to host)");
   // Until the copy runs, its host destination holds poison: a host read that
   // skipped the synchronisation sees it (NaN, -1) instead of stale values.
   if (kind == cudaMemcpyDeviceToHost && poison_enabled()) std::memset(dst, kPoison, n);
@@ -361,6 +421,7 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t stream)
 }
 cudaError_t cudaMemset(void* dst, int value, size_t n) {
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaMemset (synchronous)");
   if (const cudaError_t e = cudaMemsetAsync(dst, value, n, nullptr)) return e;
   run_until(&state().legacy, state().legacy.enqueued);
   count(&SyncCounts::device_syncs);
@@ -376,7 +437,9 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> g(lock());
-  if (!stream || state().streams.erase(stream) == 0) return fail_with(cudaErrorInvalidResourceHandle);
+  if (!stream || state().streams.count(stream) == 0) return fail_with(cudaErrorInvalidResourceHandle);
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaStreamDestroy");
+  state().streams.erase(stream);
   run_until(stream, stream->enqueued);  // queued work completes, as on a GPU
   count(&SyncCounts::device_syncs);
   delete stream;
@@ -384,21 +447,25 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> g(lock());
-  count(&SyncCounts::stream_syncs);
   CUstream_st* s = resolve(stream);
+  if (captures(s)) return refuse_capture(s, "cudaStreamSynchronize");
+  count(&SyncCounts::stream_syncs);
   run_until(s, s->enqueued);
   return report();
 }
 // Runs what can run now; "not ready" while a task waits (a collective's peers).
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> g(lock());
-  count(&SyncCounts::queries);
   CUstream_st* s = resolve(stream);
+  if (captures(s)) return refuse_capture(s, "cudaStreamQuery");
+  count(&SyncCounts::queries);
   if (!run_until(s, s->enqueued, /*block=*/false)) return cudaErrorNotReady;  // not an error: cudaGetLastError stays clean
   return report();
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (!event) return fail_with(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (captures(resolve(stream))) return refuse_capture(resolve(stream), "cudaStreamWaitEvent (the simulator captures no event nodes)");
   CUstream_st* other = event->stream;
   const uint64_t target = event->target;
   if (other) enqueue_polled(stream, [other, target] { return run_until(other, target, /*block=*/false); });
@@ -418,6 +485,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return fail_with(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (captures(resolve(stream))) return refuse_capture(resolve(stream), "cudaEventRecord (the simulator captures no event nodes)");
   event->stream = resolve(stream);
   event->target = event->stream->enqueued;
   return cudaSuccess;
@@ -425,6 +493,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return fail_with(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaEventSynchronize");
   count(&SyncCounts::event_syncs);
   if (event->stream) run_until(event->stream, event->target);
   return report();
@@ -432,6 +501,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return fail_with(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (device_wide_refused()) return refuse_capture(nullptr, "cudaEventQuery");
   count(&SyncCounts::queries);
   if (event->stream && !run_until(event->stream, event->target, /*block=*/false)) return cudaErrorNotReady;
   return report();
@@ -439,5 +509,62 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!start || !end) return fail_with(cudaErrorInvalidResourceHandle);
   *ms = 0.0f;  // the simulator has no device time
+  return cudaSuccess;
+}
+
+// ---- stream capture and graphs
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  // The legacy stream synchronises with every other: CUDA cannot capture it.
+  if (!stream) return refuse_capture(nullptr, "cudaStreamBeginCapture on the legacy stream");
+  if (state().streams.count(stream) == 0) return fail_with(cudaErrorInvalidResourceHandle);
+  if (stream->capture) return fail_with(cudaErrorIllegalState);
+  stream->capture = std::make_unique<CUgraph_st>();
+  stream->capture_invalidated = false;
+  ++state().capturing;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  *graph = nullptr;
+  CUstream_st* s = resolve(stream);
+  if (!s->capture) return fail_with(cudaErrorIllegalState);
+  std::unique_ptr<CUgraph_st> captured = std::move(s->capture);
+  --state().capturing;
+  if (s->capture_invalidated) return fail_with(cudaErrorStreamCaptureInvalidated);
+  *graph = captured.release();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  const CUstream_st* s = resolve(stream);
+  *status = !s->capture ? cudaStreamCaptureStatusNone : s->capture_invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  std::swap(*mode, thread_capture_mode);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (!graph) return fail_with(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->nodes};
+  return cudaSuccess;
+}
+// The recorded operations queued again, in their order: the stream runs them
+// as it ran them eagerly (deferred until a synchronisation), with no host work.
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec) return fail_with(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (captures(resolve(stream))) return refuse_capture(resolve(stream), "cudaGraphLaunch (the simulator captures no child graphs)");
+  for (const Task& node : exec->nodes) enqueue_polled(stream, node);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;  // queued launches hold their own copies of the operations
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
   return cudaSuccess;
 }
