@@ -393,7 +393,7 @@ TEST_CASE("C5 config file: a value of the wrong type") {
 
 TEST_CASE("C6 config file: values out of range") {
   check_config_refused("{\"model\": {\"d_model\": 16, \"n_heads\": 3}}", "not divisible by n_heads");
-  check_config_refused("{\"val_fraction\": 1.5}", "val_fraction must be in (0, 1)");
+  check_config_refused("{\"val_fraction\": 1.5}", "val_fraction must be in [0, 1)");
   check_config_refused("{\"model\": {\"position\": \"bogus\"}}", "unknown position 'bogus'");
 }
 
@@ -473,7 +473,8 @@ TEST_CASE("F3 flags: zero, negative or NaN where the command needs otherwise") {
   check_train_refused("--steps 2 --batch 0", "batch must be positive");
   check_train_refused("--steps 2 --lr 0", "lr > 0");
   check_train_refused("--steps 2 --lr nan", "lr > 0");
-  check_train_refused("--steps 2 --val-fraction 1", "val_fraction must be in (0, 1)");
+  check_train_refused("--steps 2 --val-fraction 1", "val_fraction must be in [0, 1)");
+  check_train_refused("--steps 2 --val-fraction 0", "give --val-data");
   check_train_refused("--steps 2 --beta1 1", "beta1 must be in [0, 1)");
   check_train_refused("--steps 2 --grad-clip -1", "grad_clip");
   check_train_refused("--steps 2 --max-bad-steps 0", "max_bad_steps must be positive");
