@@ -13,8 +13,9 @@
 #      fused causal attention's forward and forward + backward (TFLOP/s, ms at
 #      N = 1024, 4096, 16384, head widths 32/64/128) last among them;
 #   5. GPT-2-small-sized ComplexFormer and RoPE (d_model 768, 12 layers, 12 heads,
-#      seq 1024, byte vocabulary) in TF32 and in bf16: tokens/s and the model-FLOP
-#      utilisation against the H200's dense peaks (SKIP_GPT2=1 leaves them out);
+#      seq 1024, byte vocabulary) in TF32 and in bf16, each eager and with --cuda-graph:
+#      tokens/s and the model-FLOP utilisation against the H200's dense peaks
+#      (SKIP_GPT2=1 leaves them out);
 #   6. `phasor sweep --preset full --device cuda`, shortened, and train --log-heads on the GPU.
 # SIM=BUILD_DIR runs every section, shortened, on a build made on the CUDA
 # simulator (-DPHASOR_CUDA_SIM=ON, which the README's test command makes without
@@ -196,24 +197,28 @@ fi
 # ---- 5. GPT-2-small-sized models, TF32 and bf16: tokens/s and MFU; SKIP_GPT2=1 leaves them out
 if [ "${SKIP_GPT2:-0}" != 1 ]; then
   if [ -n "$sim" ]; then
-    gpt2=(--d-model 48 --n-layers 2 --n-heads 4 --d-ff 128 --seq-len 64 --max-seq-len 64 --batch 2) gpt2_steps=2 gpt2_log=1
+    gpt2=(--d-model 48 --n-layers 2 --n-heads 4 --d-ff 128 --seq-len 64 --max-seq-len 64 --batch 2) gpt2_steps=3 gpt2_log=1
   else  # GPT-2 small's width, depth and heads; SwiGLU's 2048 = 2/3 of GPT-2's 3072, for the same parameters
-    gpt2=(--d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048 --seq-len 1024 --max-seq-len 1024 --batch ${GPT2_BATCH:-8}) gpt2_steps=${GPT2_STEPS:-40} gpt2_log=10
+    gpt2=(--d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048 --seq-len 1024 --max-seq-len 1024 --batch ${GPT2_BATCH:-8}) gpt2_steps=${GPT2_STEPS:-30} gpt2_log=5
   fi
   section "GPT-2-small-sized models (${gpt2[*]}), ${gpt2_steps} steps each: tokens/s and MFU against the H200's dense peaks"
   for position in complexformer rope; do
     for precision in tf32 bf16; do
-      run=$work/gpt2-$position-$precision
+     for launch in eager graph; do  # graph: --cuda-graph, the step captured once and replayed
+      run=$work/gpt2-$position-$precision-$launch
       if [ $precision = tf32 ]; then tf32=1 flag=float32; else tf32=0 flag=bf16; fi
+      graph=()
+      [ $launch = graph ] && graph=(--cuda-graph)
       PHASOR_TF32=$tf32 OMP_NUM_THREADS=4 timeout 150 "$bin/phasor" train --data "$data" --position $position "${gpt2[@]}" \
         --steps "$gpt2_steps" --log-every "$gpt2_log" --eval-every 0 --eval-windows 1 --warmup 2 --device cuda --threads 4 \
-        --precision $flag --run-dir "$run" >"$run.log" 2>&1
+        --precision $flag "${graph[@]}" --run-dir "$run" >"$run.log" 2>&1
       rc=$?
       [ $rc -eq 0 ] || { tail -3 "$run.log" | tee -a "$results"; status=1; }
       "$bin/phasor" info --json "$run" >"$run.info" 2>/dev/null
-      python3 - "$position" "$precision" "$run/log.jsonl" "$run.info" "$rc" "${sim:+sim}" <<'PY' 2>&1 | tee -a "$results"
+      python3 - "$position" "$precision $launch" "$run/log.jsonl" "$run.info" "$rc" "${sim:+sim}" <<'PY' 2>&1 | tee -a "$results"
 import json, sys
-position, precision, log, info, rc, sim = sys.argv[1:7]
+position, label, log, info, rc, sim = sys.argv[1:7]
+precision = label.split()[0]
 peak = {"tf32": 494.7e12, "bf16": 989.4e12}[precision]  # H200 SXM, dense
 try:
     cfg = json.load(open(info))
@@ -222,18 +227,18 @@ try:
     speeds = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r][1:]  # the first interval holds the warm-up
     speed = sorted(speeds)[len(speeds) // 2] if speeds else float("nan")
 except (OSError, ValueError, KeyError) as e:
-    print(f"{position:>13} {precision}: no result (exit status {rc}; {e})")
+    print(f"{position:>13} {label}: no result (exit status {rc}; {e})")
     sys.exit(0)
 seq = json.load(open(log.replace("log.jsonl", "config.json")))["seq_len"]
 # Model FLOPs per token: 6 N for the weights' forward and backward, and 12 L d seq for attention's two products.
 flops = 6 * n + 12 * c["n_layers"] * c["d_model"] * seq
 mfu = "n/a (simulated)" if sim else f"{100 * speed * flops / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s"
-print(f"{position:>13} {precision}: {speed:,.0f} tokens/s (median of {len(speeds)} intervals), {n / 1e6:.1f} M parameters, "
+print(f"{position:>13} {label}: {speed:,.0f} tokens/s (median of {len(speeds)} intervals), {n / 1e6:.1f} M parameters, "
       f"{flops / 1e9:.2f} GFLOP/token, MFU {mfu}")
 PY
+     done
     done
   done
-  say "(CUDA graph capture, the issue's third axis, is not built yet: eager launches only)"
 fi
 
 # ---- 5. the experiment sweep's GPU path (the full preset, shortened) and --log-heads on the GPU
