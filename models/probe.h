@@ -11,11 +11,11 @@ namespace phasor {
 
 class ProbeScope {
  public:
-  // keep_probs: each layer's attention probabilities too (an attention map).
-  explicit ProbeScope(const CausalLM& model, bool keep_probs = false) : model_(model) {
-    for (const auto& layer : model_.layers) {
-      layer->attn->probe = std::make_shared<AttentionProbe>();
-      layer->attn->probe->keep_probs = keep_probs;
+  // probs_layer >= 0: that layer also keeps its attention probabilities (an attention map).
+  explicit ProbeScope(const CausalLM& model, int64_t probs_layer = -1) : model_(model) {
+    for (size_t l = 0; l < model_.layers.size(); ++l) {
+      model_.layers[l]->attn->probe = std::make_shared<AttentionProbe>();
+      model_.layers[l]->attn->probe->keep_probs = static_cast<int64_t>(l) == probs_layer;
     }
   }
   ~ProbeScope() {

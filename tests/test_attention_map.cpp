@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app/attention_map.h"
+#include "app/svg.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
@@ -132,6 +133,21 @@ TEST_CASE("attention_map_svg draws one cell per non-zero probability, with the c
   CHECK(positions <= 40);
   CHECK(wide.find(">0</text>") != std::string::npos);
   CHECK(wide.find("key position (attended to)") != std::string::npos);
+  // 1200 positions: blocks of 3 x 3 (400 cells a side), each the mean of its attendable pairs.
+  const int64_t long_n = 1200;
+  std::vector<double> causal(static_cast<size_t>(long_n * long_n), 0.0);
+  for (int64_t m = 0; m < long_n; ++m)
+    for (int64_t k = 0; k <= m; ++k) causal[static_cast<size_t>(m * long_n + k)] = 1.0 / static_cast<double>(m + 1);
+  const std::string pooled = attention_map_svg(from_vector(causal, {long_n, long_n}), std::vector<int64_t>(long_n, 'a'), "t");
+  CHECK(count_of(pooled, "<rect class=\"cell\"") == static_cast<size_t>(400 * 401 / 2));
+  CHECK(pooled.find("each cell 3 x 3 positions, their mean") != std::string::npos);
+  // Block (1, 0): queries 3-5 to keys 0-2, all attendable: (3 x 1/4 + 3 x 1/5 + 3 x 1/6) / 9.
+  const double mean_10 = (3.0 / 4 + 3.0 / 5 + 3.0 / 6) / 9;
+  CHECK(pooled.find("queries 3-5 to keys 0-2: mean " + svg::fixed(mean_10, 4)) != std::string::npos);
+  // The diagonal block (0, 0): its 6 attendable pairs only, (1 + 2 x 1/2 + 3 x 1/3) / 6.
+  CHECK(pooled.find("queries 0-2 to keys 0-2: mean " + svg::fixed(3.0 / 6, 4)) != std::string::npos);
+  CHECK(pooled.find(">1197</text>") == std::string::npos);  // positions label block starts
+  CHECK(count_of(pooled, "class=\"key-position\"") >= 8);
   CHECK(token_label('\n') == "\u21b5");
   CHECK(token_label(0xe2) == "\\xe2");
 }
@@ -157,6 +173,12 @@ TEST_CASE("phasor attention writes the map, and refuses a bad layer, head or tex
   std::tie(status, err) = run("--text-file " + quote(dir / "text.txt") + " --layer 1 --head 0");
   REQUIRE_MESSAGE(status == 0, err);
   CHECK(read_text_file(out.string()) == from_text);
+  fs::remove(out);
+  // Past 512 positions the map is drawn in blocks.
+  write_bytes(dir / "long.txt", sample_text(600));
+  std::tie(status, err) = run("--text-file " + quote(dir / "long.txt") + " --layer 0 --head 1");
+  REQUIRE_MESSAGE(status == 0, err);
+  CHECK(read_text_file(out.string()).find("each cell 2 x 2 positions, their mean") != std::string::npos);
   fs::remove(out);
   for (const auto& refusal : std::vector<std::pair<std::string, std::string>>{
            {"--text hi --layer 2 --head 0", "attention: --layer 2 is out of range: the model has 2 layer(s)"},
