@@ -181,7 +181,7 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
                         const std::vector<std::string>& variants) {
   if (!tasks.empty() || !files.empty()) plan.tasks = tasks;
   for (const std::string& file : files) {
-    PHASOR_CHECK(fs::is_regular_file(file), "sweep: --data '", file, "' is not a file");
+    PHASOR_CHECK(fs::is_regular_file(file) || fs::is_directory(file), "sweep: --data '", file, "' is not a file or a folder of them");
     const std::string name = fs::path(file).stem().string();
     PHASOR_CHECK(!name.empty() && std::find(plan.tasks.begin(), plan.tasks.end(), name) == plan.tasks.end() &&
                      name != "kjv" && name != "code" && name != "arith",
@@ -196,7 +196,7 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
   // A user's text may hold too little held-out text for the longest evaluations:
   // those lengths are left out of the plan (the training length stays).
   if (plan.task_files.contains(plan.long_context_task)) {
-    const auto bytes = static_cast<double>(fs::file_size(plan.task_files.at(plan.long_context_task)));
+    const auto bytes = static_cast<double>(load_text(plan.task_files.at(plan.long_context_task)).size());
     const auto held_out = static_cast<int64_t>(bytes * TrainOptions{}.val_fraction);  // as split_tokens holds it out
     std::erase_if(plan.eval_lengths, [&](int64_t length) { return length != plan.seq_len() && held_out < length + 1; });
   }

@@ -59,7 +59,7 @@ double scheduled_lr(const TrainOptions& o, int64_t step);
 // their flags in `phasor train --help`. Cross-field rules are in validate().
 inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
     // name          member                        bound                max        help
-    {"data",          &TrainOptions::data,          Bound::Any,          0,         "a text file or a built-in corpus: kjv, code, arith (with --resume: where the run's own text now is)"},
+    {"data",          &TrainOptions::data,          Bound::Any,          0,         "a text file, a folder of them (all, in path order) or a built-in corpus: kjv, code, arith (with --resume: where the run's own text now is)"},
     {"val_data",      &TrainOptions::val_data,      Bound::Any,          0,
      "a text file (or built-in corpus) to validate on instead of a held-out part of --data, all of which then trains"},
     {"run_dir",       &TrainOptions::run_dir,       Bound::Any,          0,         "folder for the log, config and checkpoints"},

@@ -439,8 +439,9 @@ TEST_CASE("D4 data file: too short for one window, or for the validation part") 
                 "hold no window");
 }
 
-TEST_CASE("D5 data: a folder, or neither a file nor a built-in corpus") {
-  check_train_refused("--steps 2 --data " + quote(scratch()), "is a folder");
+TEST_CASE("D5 data: a folder without text, or neither a file nor a built-in corpus") {
+  fs::create_directories(scratch() / "no_text" / "empty_sub");
+  check_train_refused("--steps 2 --data " + quote(scratch() / "no_text"), "holds no text");
   check_train_refused("--steps 2 --data no_such_corpus", "neither a file nor a built-in corpus");
 }
 

@@ -281,7 +281,21 @@ TEST_CASE("load_text reads files and rejects unknown names and empty files") {
   CHECK_THROWS_WITH_AS(load_text(empty), doctest::Contains((empty + "' is empty").c_str()), Error);
   CHECK_THROWS_WITH_AS(load_text("no_such_corpus"),
                        "data 'no_such_corpus' is neither a file nor a built-in corpus (kjv, code, arith)", Error);
-  CHECK_THROWS_WITH_AS(load_text(dir.string()), doctest::Contains("is a folder"), Error);
+  fs::remove_all(dir);
+
+  // A folder: its files in path order (sub-folders too), each ended by a newline; hidden and empty files left out.
+  const fs::path folder = dir / "texts";
+  fs::create_directories(folder / "b");
+  fs::create_directories(folder / ".git");
+  std::ofstream(folder / "a.txt") << "first";
+  std::ofstream(folder / "b" / "c.txt") << "second\n";
+  std::ofstream(folder / "b" / "d.txt").close();
+  std::ofstream(folder / ".hidden") << "not this";
+  std::ofstream(folder / ".git" / "HEAD") << "nor this";
+  CHECK(load_text(folder.string()) == "first\nsecond\n");
+  const fs::path nothing = dir / "nothing";
+  fs::create_directories(nothing / "sub");
+  CHECK_THROWS_WITH_AS(load_text(nothing.string()), doctest::Contains("holds no text"), Error);
   fs::remove_all(dir);
 }
 

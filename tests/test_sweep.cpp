@@ -174,7 +174,7 @@ TEST_CASE("sweep --data sweeps the user's own texts and --variants a subset; unk
   SweepPlan p = sweep_preset("quick");
   CHECK_THROWS_WITH_AS(choose_sweep_tasks(p, {}, {}, {"nope"}), doctest::Contains("has no variant 'nope' (its variants: complexformer-rope"), Error);
   p = sweep_preset("quick");
-  CHECK_THROWS_WITH_AS(choose_sweep_tasks(p, {}, {(folder / "missing.txt").string()}, {}), doctest::Contains("is not a file"), Error);
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(p, {}, {(folder / "missing.txt").string()}, {}), doctest::Contains("is not a file or a folder of them"), Error);
   p = sweep_preset("quick");
   const fs::path clash = write_bytes(folder / "kjv.txt", sample_text(2000));
   CHECK_THROWS_WITH_AS(choose_sweep_tasks(p, {}, {clash.string()}, {}), doctest::Contains("two tasks would be named 'kjv'"), Error);

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/data/corpus.h"
 #include "models/model_io.h"
 #include "app/train.h"
 #include "models/transformer.h"
@@ -193,6 +194,19 @@ TEST_CASE("a run records its text's absolute path, size and hash: it resumes fro
   REQUIRE_MESSAGE(r2.status == 0, r2.err);
   CHECK(latest_folder(run).filename() == "ckpt-00000008");
   CHECK(Json::parse(read_bytes(run / "config.json")).at("data") == fs::absolute(folder / "moved.txt").lexically_normal().string());
+}
+
+TEST_CASE("--data FOLDER trains on the text of all its files, recorded as the folder") {
+  const fs::path folder = fresh_dir("data_folder"), texts = folder / "texts";
+  write_bytes(texts / "1.txt", sample_text(3000));
+  write_bytes(texts / "2" / "more.txt", sample_text(2000));
+  const fs::path run = folder / "run";
+  const Cli r = phasor_cli(train_args(run, "--steps 2", {{"--data", quote(texts)}}));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const Json config = Json::parse(read_bytes(run / "config.json"));
+  CHECK(config.at("data") == fs::absolute(texts).lexically_normal().string());
+  CHECK(config.at("data_bytes") == static_cast<int64_t>(load_text(texts.string()).size()));
+  CHECK(config.at("data_bytes") > 5000);  // both files
 }
 
 TEST_CASE("--val-data validates on its own text, all of --data trains, and a resumed run reads the copy in its folder") {

@@ -28,7 +28,7 @@ class Sweep final : public Command {
     flags.option("--eval-tokens", eval_tokens_, "predictions scored per evaluation length (default: the preset's)").within(int64_t{1}, int64_t{1} << 31);
     flags.option("--arith-problems", arith_, "held-out problems for arith exact match (default: the preset's)").within(int64_t{0}, int64_t{100'000});
     flags.option("--tasks", tasks_, "only these of the preset's tasks (kjv, code, arith)").one_of({"kjv", "code", "arith"});
-    flags.option("--data", files_, "text files to sweep, each a task named by its file's stem (instead of the preset's tasks, unless --tasks names some too)");
+    flags.option("--data", files_, "text files (or folders of them) to sweep, each a task named by its stem (instead of the preset's tasks, unless --tasks names some too)");
     flags.option("--variants", variants_, "only these of the preset's variants, by name (e.g. complexformer-rope rope)");
     flags.option("--throughput-rounds", rounds_, "rounds of the throughput measurement (default: the preset's)").within(int64_t{0}, int64_t{100});
     flags.option("--device", device_, "cpu or cuda (default: the preset's)").one_of({"cpu", "cuda"});

@@ -47,6 +47,32 @@ std::string read_nonempty_file(const std::string& path) {
   return text;
 }
 
+// A folder of texts: every regular file under it (hidden ones left out), in
+// the order of their paths, each ended by a newline, as one text of at most 1 GiB.
+std::string read_folder_of_texts(const fs::path& folder) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  fs::recursive_directory_iterator it(folder, fs::directory_options::skip_permission_denied, error), end;
+  PHASOR_CHECK(!error, "data folder '", folder.string(), "' cannot be read: ", error.message());
+  for (; !error && it != end; it.increment(error)) {
+    const bool hidden = it->path().filename().string().starts_with(".");
+    if (hidden && it->is_directory(error)) it.disable_recursion_pending();
+    else if (!hidden && it->is_regular_file(error)) files.push_back(it->path());
+  }
+  PHASOR_CHECK(!error, "data folder '", folder.string(), "' cannot be read: ", error.message());
+  std::sort(files.begin(), files.end());  // directory order differs between machines
+  std::string text;
+  for (const fs::path& file : files) {
+    std::string part = read_text_file(file.string(), "1 GiB for a data file");
+    if (part.empty()) continue;
+    if (part.back() != '\n') part.push_back('\n');
+    PHASOR_CHECK(text.size() + part.size() <= (size_t{1} << 30), "data folder '", folder.string(), "' holds more than 1 GiB of text");
+    text += part;
+  }
+  PHASOR_CHECK(!text.empty(), "data folder '", folder.string(), "' holds no text (no non-empty regular file): there is nothing to train or evaluate on");
+  return text;
+}
+
 std::string env(const char* name) {
   const char* value = std::getenv(name);
   return value ? value : "";
@@ -198,6 +224,7 @@ std::string corpus_cache_dir() {
 }
 
 std::string load_text(const std::string& name_or_path) {
+  if (std::error_code ec; fs::is_directory(name_or_path, ec)) return read_folder_of_texts(name_or_path);
   if (fs::exists(name_or_path)) return read_nonempty_file(name_or_path);
   for (const BuiltinCorpus& corpus : kBuiltins)
     if (name_or_path == corpus.name) return load_builtin(corpus);

@@ -15,7 +15,8 @@ namespace phasor {
 // $PHASOR_CACHE if set, else $XDG_CACHE_HOME/phasor, else ~/.cache/phasor.
 std::string corpus_cache_dir();
 
-// The contents of the file name_or_path if it exists; otherwise a built-in corpus:
+// The contents of the file name_or_path if it exists (a folder: all of its
+// files, in path order, each ended by a newline); otherwise a built-in corpus:
 //   kjv    the King James Bible, as printed by `bible -l0 "gen1:1-rev22:21"` (Debian's bible-kjv)
 //   code   Python standard library sources under /usr/lib/python3*, sorted by path, about 8 MB
 //   arith  about 2 MB of problems such as "482+1937=2419", one per line, never a held-out one
