@@ -4,6 +4,9 @@ its type stubs (phasor.pyi, python/stubgen.py).
 
 CMAKE_ARGS (e.g. "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache") passes options to the
 configure step, CMAKE_BUILD_PARALLEL_LEVEL the number of compile jobs.
+PHASOR_BUILT_DIR=FOLDER packs the module a CMake build folder already holds
+(FOLDER/python/phasor*.so) instead of building one: CI installs the wheel of
+the build it has just tested, without a second build (tests/python_wheel.sh).
 """
 import os
 import pathlib
@@ -29,6 +32,19 @@ def project_version():
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
+        prebuilt = os.environ.get("PHASOR_BUILT_DIR")
+        build = pathlib.Path(prebuilt).resolve() if prebuilt else self.cmake_build()
+        built = sorted((build / "python").glob("phasor*.so"))
+        if not built:
+            sys.exit(f"setup.py: no phasor*.so in {build / 'python'} (are python3-dev and python3-pybind11 installed?)")
+        target = pathlib.Path(self.get_ext_fullpath(ext.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built[0], target)
+        # Type stubs beside the module, written from the module just built.
+        env = dict(os.environ, PYTHONPATH=str(target.parent))
+        subprocess.run([sys.executable, str(ROOT / "python" / "stubgen.py"), str(target.parent / "phasor.pyi")], check=True, env=env)
+
+    def cmake_build(self):
         build = pathlib.Path(self.build_temp).resolve() / "cmake"
         configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                      f"-DPython3_EXECUTABLE={sys.executable}", "-DPHASOR_PYTHON=ON",
@@ -37,15 +53,7 @@ class CMakeBuild(build_ext):
                      *shlex.split(os.environ.get("CMAKE_ARGS", ""))]
         subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build), "--target", "phasor_python"], check=True)
-        built = sorted((build / "python").glob("phasor*.so"))
-        if not built:
-            sys.exit(f"setup.py: CMake built no phasor*.so in {build / 'python'} (are python3-dev and python3-pybind11 installed?)")
-        target = pathlib.Path(self.get_ext_fullpath(ext.name))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(built[0], target)
-        # Type stubs beside the module, written from the module just built.
-        env = dict(os.environ, PYTHONPATH=str(target.parent))
-        subprocess.run([sys.executable, str(ROOT / "python" / "stubgen.py"), str(target.parent / "phasor.pyi")], check=True, env=env)
+        return build
 
 
 setup(

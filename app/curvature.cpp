@@ -164,12 +164,24 @@ void exact(WindowHessian& h, CurvatureResult& r) {
   }
 }
 
+// The Ritz pairs asked for, as indices into m values sorted largest first:
+// the first k, the last k (smallest first), or both.
+std::vector<int64_t> wanted(int64_t m, int64_t k, SpectrumEnd which) {
+  std::vector<int64_t> out;
+  if (which != SpectrumEnd::Smallest)
+    for (int64_t i = 0; i < std::min(k, m); ++i) out.push_back(i);
+  if (which != SpectrumEnd::Largest)
+    for (int64_t i = 0; i < std::min(k, m); ++i) out.push_back(m - 1 - i);
+  return out;
+}
+
 // Lanczos with full reorthogonalisation from a random unit vector; stops when
-// the Ritz estimates of the top K pairs are within the tolerance, the
+// the Ritz estimates of the wanted pairs are within the tolerance, the
 // Krylov space is exhausted, or after max_products steps; then checks each
 // pair with one more product.
 void lanczos(WindowHessian& h, CurvatureResult& r, const CurvatureOptions& o) {
-  const int64_t n = h.n(), steps = std::min(n, std::max(o.max_products, o.top));
+  const int64_t needed = o.which == SpectrumEnd::Both ? 2 * o.top : o.top;
+  const int64_t n = h.n(), steps = std::min(n, std::max(o.max_products, needed));
   Generator gen(o.seed);
   std::vector<double> q = randn({n}, DType::Float64, &gen).to_vector<double>();
   const double q_norm = std::sqrt(dot(q, q));
@@ -188,7 +200,7 @@ void lanczos(WindowHessian& h, CurvatureResult& r, const CurvatureOptions& o) {
     const double b = std::sqrt(dot(w, w));
     const int64_t m = j + 1;
     const bool exhausted = b <= 1e-12 * scale_of(alpha) || m == steps;
-    if (m >= o.top && (exhausted || m % 5 == 0)) {
+    if (m >= needed && (exhausted || m % 5 == 0)) {
       std::vector<double> t(static_cast<size_t>(m * m), 0.0);
       for (int64_t i = 0; i < m; ++i) {
         t[i * m + i] = alpha[i];
@@ -197,7 +209,7 @@ void lanczos(WindowHessian& h, CurvatureResult& r, const CurvatureOptions& o) {
       std::tie(theta, s) = symmetric_eigen(t, m);
       const double sc = scale_of(theta);
       bool done = true;
-      for (int64_t i = 0; i < o.top; ++i) done = done && std::abs(b * s[i][m - 1]) <= o.tolerance * sc;
+      for (int64_t i : wanted(m, o.top, o.which)) done = done && std::abs(b * s[i][m - 1]) <= o.tolerance * sc;
       if (done || exhausted) break;
     }
     if (exhausted) break;
@@ -205,9 +217,8 @@ void lanczos(WindowHessian& h, CurvatureResult& r, const CurvatureOptions& o) {
     for (double& x : w) x /= b;
     q = w;
   }
-  const int64_t k = std::min<int64_t>(o.top, static_cast<int64_t>(theta.size()));
   const double sc = scale_of(theta);
-  for (int64_t i = 0; i < k; ++i) {
+  for (int64_t i : wanted(static_cast<int64_t>(theta.size()), o.top, o.which)) {
     std::vector<double> y(static_cast<size_t>(n), 0.0);
     for (size_t c = 0; c < basis.size() && c < s[i].size(); ++c) axpy(y, s[i][c], basis[c]);
     const double norm = std::sqrt(dot(y, y));
@@ -282,6 +293,8 @@ CurvatureResult curvature(const CausalLM& model, const std::vector<int64_t>& tok
   CurvatureResult& r = h.result();
   constexpr int64_t kExactLimit = 1024;
   PHASOR_CHECK(o.top <= h.n(), "curvature: --top ", o.top, " exceeds the ", h.n(), " selected parameters");
+  PHASOR_CHECK(o.which != SpectrumEnd::Both || 2 * o.top <= h.n(), "curvature: --top ", o.top, " at both ends needs ", 2 * o.top,
+               " eigenvalues, more than the ", h.n(), " selected parameters");
   if (o.top == 0) {
     PHASOR_CHECK(h.n() <= kExactLimit, "curvature: --top all forms the exact Hessian of at most ", kExactLimit,
                  " parameters; the selection has ", h.n(), " (pass --top K)");

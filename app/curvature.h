@@ -4,9 +4,9 @@
 // fixed), from Hessian-vector products (autograd/functional.h).
 //
 // The model runs in float64 (the checkpoint's weights widened), so that the
-// products resolve small eigenvalues. The top K eigenvalues (largest first)
-// come from Lanczos with full reorthogonalisation; K = all forms the exact
-// Hessian, one product per coordinate, and diagonalises it.
+// products resolve small eigenvalues. K eigenvalues at either end of the
+// spectrum (or both) come from Lanczos with full reorthogonalisation; K = all
+// forms the exact Hessian, one product per coordinate, and diagonalises it.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +17,11 @@
 
 namespace phasor {
 
+// Which end of the spectrum K counts from: the largest algebraic eigenvalues
+// (sharp directions), the smallest (the negative end, where saddles show), or
+// K of each.
+enum class SpectrumEnd { Largest, Smallest, Both };
+
 struct CurvatureOptions {
   int64_t seq_len = 0;
   int64_t window = 0;
@@ -25,6 +30,7 @@ struct CurvatureOptions {
   // ("delta" selects every layers.{l}.attn.delta; "attn.wq.weight" every wq).
   std::vector<std::string> params = {"delta", "phase_bias", "beta"};
   int64_t top = 5;  // K; 0 means all (the exact Hessian)
+  SpectrumEnd which = SpectrumEnd::Largest;  // with K > 0
   int64_t max_products = 300;  // Lanczos steps at most
   double tolerance = 1e-6;  // relative residual ||H y - lambda y|| / max|lambda| every Ritz pair must reach
   uint64_t seed = 0;  // of the Lanczos start vector
@@ -37,7 +43,7 @@ struct CurvatureResult {
   std::vector<std::pair<std::string, Dims>> parameters;  // selected, in model order
   int64_t dimension = 0;  // n: their scalar count
   std::string method;  // "lanczos" or "exact"
-  std::vector<double> eigenvalues;  // largest first
+  std::vector<double> eigenvalues;  // largest first; smallest first for `which` Smallest; Both: the largest K then the smallest K
   std::vector<std::vector<double>> eigenvectors;  // unit, n entries each (parameters concatenated)
   std::vector<double> residuals;  // ||H y - lambda y|| / max|lambda| per pair, from one more product each
   int64_t products = 0;  // Hessian-vector products used, residual checks included
@@ -46,7 +52,8 @@ struct CurvatureResult {
 };
 
 // phasor::Error (one line) for a selector that matches nothing, a window past
-// the end, a seq_len the model cannot take, or K larger than the dimension.
+// the end, a seq_len the model cannot take, or K larger than the dimension
+// (2 K with SpectrumEnd::Both).
 CurvatureResult curvature(const CausalLM& model, const std::vector<int64_t>& tokens, const CurvatureOptions& options);
 
 // The exact Hessian of the window's loss over the selected parameters (n x n,

@@ -9,5 +9,7 @@ void bind_tensor(pybind11::module_& m);    // python/tensor_bindings.cpp: Tensor
 void bind_dlpack(pybind11::module_& m);    // python/dlpack_bridge.cpp: __dlpack__, from_dlpack (after bind_tensor)
 void bind_nn(pybind11::module_& m);        // python/nn_bindings.cpp: phasor.nn, phasor.optim
 void bind_models(pybind11::module_& m);    // python/model_bindings.cpp: load, evaluate, gradients, generate
+void bind_fused(pybind11::module_& m);     // python/fused_bindings.cpp: causal_attention, cmha_rotate, rotary
+void bind_torch_bridge(pybind11::module_& m);  // python/module.cpp: phasor.torch (python/torch_bridge.py), last
 
 }  // namespace phasor::python

@@ -1,6 +1,7 @@
 // The model level: phasor.load(checkpoint) -> Model, and what the CLI does with
 // one: evaluate a text (`phasor eval`), the gradients of one evaluation window
-// (`phasor grad`), generate (`phasor generate`); the same functions of app/,
+// (`phasor grad`), generate (`phasor generate`), the Hessian's eigenpairs
+// (`phasor curvature`); the same functions of app/,
 // so the numbers and the error messages are the CLI's, except where a message
 // names an argument: then it names Python's (seq_len, not --seq-len).
 #include <memory>
@@ -8,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include "app/checkpoint_path.h"
+#include "app/curvature.h"
 #include "app/evaluate.h"
 #include "app/gradient.h"
 #include "models/data/corpus.h"
@@ -29,6 +31,33 @@ py::dict named(const nn::NamedTensors& tensors) {
 }
 
 py::object json_to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+SpectrumEnd spectrum_end(const std::string& which) {
+  if (which == "largest") return SpectrumEnd::Largest;
+  if (which == "smallest") return SpectrumEnd::Smallest;
+  if (which == "both") return SpectrumEnd::Both;
+  throw py::value_error("curvature: which must be 'largest', 'smallest' or 'both', got '" + which + "'");
+}
+
+// `phasor curvature --json` as a dict, with the eigenvalues [K] and the
+// eigenvectors [K, n] (the selected parameters concatenated in model order,
+// as "parameters" lists them) as float64 tensors.
+py::dict curvature_of(const CausalLM& model, const std::string& text, int64_t seq_len, int64_t window, int64_t windows,
+                      const std::vector<std::string>& params, std::optional<int64_t> top, const std::string& which, int64_t max_hvps,
+                      double tol, uint64_t seed) {
+  check_positions_fit(model.config(), seq_len, "curvature: seq_len");
+  PHASOR_CHECK(!top || *top > 0, "curvature: top must be positive, or None for the exact Hessian, got ", top.value_or(0));
+  CurvatureOptions o{.seq_len = seq_len, .window = window, .window_count = windows, .params = params, .top = top.value_or(0),
+                     .which = spectrum_end(which), .max_products = max_hvps, .tolerance = tol, .seed = seed};
+  const CurvatureResult r = curvature(model, ByteTokenizer().encode(text), o);
+  py::dict out = json_to_python(curvature_json(r));
+  const int64_t k = static_cast<int64_t>(r.eigenvalues.size());
+  std::vector<double> rows;
+  for (const auto& y : r.eigenvectors) rows.insert(rows.end(), y.begin(), y.end());
+  out["eigenvalues"] = from_vector(r.eigenvalues, {k});
+  out["eigenvectors"] = from_vector(rows, {k, r.dimension});
+  return out;
+}
 
 }  // namespace
 
@@ -66,6 +95,21 @@ void bind_models(py::module_& m) {
            "the continuation of `prompt` (bytes: one token per byte), as `phasor generate` streams it");
   m.def("load", [](const std::string& path) { return std::shared_ptr<CausalLM>(load_model(model_file_of(path))); }, "checkpoint"_a,
         "a model from a checkpoint: a model.safetensors file, its checkpoint folder, or a run folder (its latest checkpoint)");
+  m.def("curvature", [](const py::object& model_or_checkpoint, const std::string& text, int64_t seq_len, int64_t window, int64_t windows,
+                        const std::vector<std::string>& params, std::optional<int64_t> top, const std::string& which, int64_t max_hvps,
+                        double tol, uint64_t seed) {
+          std::shared_ptr<CausalLM> model = py::isinstance<CausalLM>(model_or_checkpoint)
+                                                ? model_or_checkpoint.cast<std::shared_ptr<CausalLM>>()
+                                                : std::shared_ptr<CausalLM>(load_model(model_file_of(py::str(model_or_checkpoint))));
+          return curvature_of(*model, text, seq_len, window, windows, params, top, which, max_hvps, tol, seed);
+        }, "model_or_checkpoint"_a, "text"_a, "seq_len"_a, "window"_a = 0, "windows"_a = 1,
+        "params"_a = std::vector<std::string>{"delta", "phase_bias", "beta"}, "top"_a = 5, "which"_a = "largest", "max_hvps"_a = 300,
+        "tol"_a = 1e-6, "seed"_a = 0,
+        "eigenpairs of the Hessian of one evaluation window's loss (or the mean of `windows` consecutive ones) over the "
+        "parameters `params` selects (names, dotted suffixes, or 'all'), as `phasor curvature --json`: the `top` largest "
+        "(which='largest'), smallest (the negative end, 'smallest') or both (top of each), by Lanczos; top=None forms the "
+        "exact Hessian. eigenvalues [K] and eigenvectors [K, n] are float64 tensors; model_or_checkpoint is a Model or a "
+        "checkpoint path");
   m.def("load_text", [](const std::string& name_or_path) { return py::bytes(load_text(name_or_path)); }, "name_or_path"_a,
         "a text file or a built-in corpus (kjv, code, arith), as --data reads it");
 }

@@ -4,12 +4,29 @@
 // `phasor` CLI prints after "phasor: "; an allocation failure as MemoryError.
 #include <new>
 
+#include <pybind11/eval.h>
+
 #include "app/error_message.h"
 #include "phasor_version.h"
 #include "python/bindings.h"
+#include "python/torch_bridge_source.h"
 #include "tensor/error.h"
 
 namespace py = pybind11;
+
+namespace phasor::python {
+
+// phasor.torch runs its Python source in a submodule; registered in
+// sys.modules so that `import phasor.torch` finds it too.
+void bind_torch_bridge(py::module_& m) {
+  py::module_ bridge = m.def_submodule("torch", "Phasor's ops inside PyTorch's autograd (torch imported on first use)");
+  py::dict scope = bridge.attr("__dict__");
+  scope["_phasor"] = m;
+  py::exec(kTorchBridgeSource, scope);
+  py::module_::import("sys").attr("modules")["phasor.torch"] = bridge;
+}
+
+}  // namespace phasor::python
 
 PYBIND11_MODULE(phasor, m) {
   m.doc() = "Phasor: complex-valued tensors with reverse-mode autodiff, and the ComplexFormer language model";
@@ -28,4 +45,6 @@ PYBIND11_MODULE(phasor, m) {
   phasor::python::bind_dlpack(m);
   phasor::python::bind_nn(m);
   phasor::python::bind_models(m);
+  phasor::python::bind_fused(m);
+  phasor::python::bind_torch_bridge(m);
 }

@@ -7,8 +7,10 @@ become Any, and defaults become `...`; Python's bool is builtins.bool, as the
 module's own `bool` is the dtype, and the class dtype is also DType (Tensor's
 attribute dtype would hide it inside Tensor). The submodules nn and optim appear as
 classes of the same name: one .pyi describes one module, and a type checker
-resolves phasor.nn.Linear through them just the same.
+resolves phasor.nn.Linear through them just the same; so does phasor.torch, whose
+functions are Python's (their parameters from inspect, returning Any).
 """
+import inspect
 import re
 import sys
 import types
@@ -57,8 +59,15 @@ def signatures(obj):
     return [(", ".join(parameter(p) for p in split_top_level(m.group(2))), py_type(m.group(3))) for m in found]
 
 
+def python_signature(obj):
+    """A function written in Python (phasor.torch's): its parameters, each default as `...`."""
+    params = [p.replace(default=...) if p.default is not p.empty else p for p in inspect.signature(obj).parameters.values()]
+    return [(str(inspect.Signature(params))[1:-1].replace("Ellipsis", "..."), "Any")]
+
+
 def function(name, obj, indent, static=False):
-    overloads = signatures(obj) or [("*args: Any, **kwargs: Any", "Any")]
+    found = python_signature(obj) if isinstance(obj, types.FunctionType) else signatures(obj)
+    overloads = found or [("*args: Any, **kwargs: Any", "Any")]
     lines = []
     for params, returns in overloads:
         if static:

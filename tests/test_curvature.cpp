@@ -158,6 +158,41 @@ TEST_CASE("Lanczos finds the exact Hessian's top eigenvalues; residuals are chec
   for (const auto& [name, p] : model->named_parameters()) CHECK(p.dtype() == DType::Float32);
 }
 
+TEST_CASE("Lanczos at the smallest end, and at both, finds the exact Hessian's eigenpairs there") {
+  const auto model = tiny_model();
+  const CurvatureResult exact = curvature(*model, sample_tokens(), angle_options(0));
+  REQUIRE(exact.eigenvalues.size() == 18);
+  const double scale = std::max(std::abs(exact.eigenvalues.front()), std::abs(exact.eigenvalues.back()));
+  // Compares the i-th pair found with the exact pair of index e (eigenvectors up to sign).
+  const auto check_pair = [&](const CurvatureResult& r, size_t i, size_t e) {
+    CAPTURE(i);
+    CAPTURE(e);
+    CHECK(std::abs(r.eigenvalues[i] - exact.eigenvalues[e]) <= 1e-7 * scale);
+    CHECK(r.residuals[i] <= 1e-6);
+    double d = 0;
+    for (size_t k = 0; k < 18; ++k) d += r.eigenvectors[i][k] * exact.eigenvectors[e][k];
+    CHECK(std::abs(std::abs(d) - 1.0) < 1e-5);
+  };
+  CurvatureOptions o = angle_options(3);
+  o.which = SpectrumEnd::Smallest;
+  const CurvatureResult smallest = curvature(*model, sample_tokens(), o);
+  REQUIRE(smallest.eigenvalues.size() == 3);
+  CHECK(smallest.converged);
+  for (size_t i = 0; i < 3; ++i) check_pair(smallest, i, 17 - i);  // smallest first
+  o.top = 2;
+  o.which = SpectrumEnd::Both;
+  const CurvatureResult both = curvature(*model, sample_tokens(), o);
+  REQUIRE(both.eigenvalues.size() == 4);
+  CHECK(both.converged);
+  for (size_t i = 0; i < 2; ++i) {
+    check_pair(both, i, i);
+    check_pair(both, 2 + i, 17 - i);
+  }
+  o.top = 10;  // 20 eigenvalues of 18 parameters
+  CHECK_THROWS_WITH_AS(curvature(*model, sample_tokens(), o),
+                       "curvature: --top 10 at both ends needs 20 eigenvalues, more than the 18 selected parameters", Error);
+}
+
 TEST_CASE("symmetric_eigen: a known matrix") {
   // [[2, 1, 0], [1, 2, 0], [0, 0, -1]]: 3, 1, -1 with (1, 1, 0)/sqrt 2, (1, -1, 0)/sqrt 2, (0, 0, 1).
   const auto [values, vectors] = symmetric_eigen({2, 1, 0, 1, 2, 0, 0, 0, -1}, 3);

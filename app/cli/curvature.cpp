@@ -1,4 +1,4 @@
-// `phasor curvature`: the top eigenvalues of the Hessian of one evaluation window's loss over chosen parameters.
+// `phasor curvature`: the largest or smallest eigenvalues of the Hessian of one evaluation window's loss over chosen parameters.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -21,7 +21,7 @@ class Curvature final : public Command {
  public:
   Curvature()
       : Command("curvature",
-                "top eigenvalues of the Hessian of an evaluation window's loss (or several windows' mean) over chosen parameters (Lanczos on Hessian-vector products)") {}
+                "the largest or smallest eigenvalues of the Hessian of an evaluation window's loss (or several windows' mean) over chosen parameters (Lanczos on Hessian-vector products)") {}
 
   void add_flags(Flags& flags) override {
     flags.checkpoint("--checkpoint", checkpoint_);
@@ -32,7 +32,10 @@ class Curvature final : public Command {
         .within(int64_t{1}, int64_t{4096});
     flags.option("--params", params_,
                  "comma-separated parameters: all, names, or dotted suffixes (default delta,phase_bias,beta; e.g. attn.wq.weight)");
-    flags.option("--top", top_, "K eigenvalues, largest first (default 5), or 'all' for the exact Hessian (at most 1024 parameters)");
+    flags.option("--top", top_, "K eigenvalues (default 5), or 'all' for the exact Hessian (at most 1024 parameters)");
+    flags.option("--which", which_, "which end of the spectrum K counts from: largest (default, largest first), smallest "
+                                    "(the negative end, smallest first) or both (K of each)")
+        .one_of({"largest", "smallest", "both"});
     flags.option("--max-hvps", options_.max_products, "Lanczos steps at most (default 300; at most 100000)").within(int64_t{1}, int64_t{100'000});
     flags.option("--tol", options_.tolerance, "relative residual each eigenpair must reach (default 1e-6; in [1e-300, 1])")
         .finite_within(1e-300, 1);
@@ -60,6 +63,7 @@ class Curvature final : public Command {
       }
       PHASOR_CHECK(used == top_.size() && options_.top > 0, "curvature: --top must be a positive integer or 'all', got '", top_, "'");
     }
+    options_.which = which_ == "smallest" ? SpectrumEnd::Smallest : which_ == "both" ? SpectrumEnd::Both : SpectrumEnd::Largest;
     if (!out_.empty()) check_output_path("curvature", "--out", out_, {{"--checkpoint", checkpoint_}, {"--data", data_}});
     const auto model = load_model(checkpoint_);
     const CurvatureResult r = curvature(*model, ByteTokenizer().encode(load_text(data_)), options_);
@@ -83,7 +87,7 @@ class Curvature final : public Command {
   }
 
  private:
-  std::string checkpoint_, data_, params_ = "delta,phase_bias,beta", top_ = "5", out_;
+  std::string checkpoint_, data_, params_ = "delta,phase_bias,beta", top_ = "5", which_ = "largest", out_;
   CurvatureOptions options_;
   bool json_ = false;
 };

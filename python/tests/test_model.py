@@ -86,3 +86,28 @@ def test_gradients_name_their_arguments_as_python_calls_them(checkpoint, text_fi
     with pytest.raises(phasor.Error) as e:
         model.gradients(text_file.read_bytes(), seq_len=16, window=-1)
     assert str(e.value) == "Model.gradients: window must be non-negative, got -1"
+
+
+def test_curvature_equals_phasor_curvature_at_both_ends(run_cli, checkpoint, text_file):
+    status, out, err = run_cli("curvature", "--checkpoint", checkpoint, "--data", text_file, "--seq-len", 16, "--window", 1,
+                               "--top", 2, "--which", "both", "--json")
+    assert status == 0, err
+    want = json.loads(out)
+    text = text_file.read_bytes()
+    got = phasor.curvature(phasor.load(str(checkpoint)), text, 16, window=1, top=2, which="both")
+    assert got["converged"] and got["dimension"] == want["dimension"] and got["hvps"] == want["hvps"]
+    values = np.asarray(got["eigenvalues"])
+    np.testing.assert_allclose(values, want["eigenvalues"], rtol=1e-6)
+    assert values[0] >= values[1] > values[3] >= values[2]  # the largest first, then the smallest first
+    # Each eigenvector is a unit vector with H y = lambda y: checked against the exact Hessian's spectrum.
+    vectors = np.asarray(got["eigenvectors"])
+    assert vectors.shape == (4, got["dimension"])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-9)
+    exact = phasor.curvature(str(checkpoint), text, 16, window=1, top=None)
+    assert exact["method"] == "exact"
+    spectrum = np.asarray(exact["eigenvalues"])
+    scale = np.abs(spectrum).max()
+    np.testing.assert_allclose(values[:2], spectrum[:2], rtol=0, atol=1e-7 * scale)
+    np.testing.assert_allclose(values[2:], spectrum[::-1][:2], rtol=0, atol=1e-7 * scale)
+    with pytest.raises(ValueError, match="which must be 'largest', 'smallest' or 'both', got 'middle'"):
+        phasor.curvature(str(checkpoint), text, 16, which="middle")

@@ -33,6 +33,7 @@ def test_the_stubs_cover_the_module(tmp_path):
     nn = defined(stub["nn"].body)
     assert {name for name in dir(phasor.nn) if not name.startswith("_")} <= set(nn)
     assert {name for name in dir(phasor.optim) if not name.startswith("_")} <= set(defined(stub["optim"].body))
+    assert {name for name in dir(phasor.torch) if not name.startswith("_")} <= set(defined(stub["torch"].body))
     text = out.read_text()
     assert "def from_dlpack(x: Any, *, copy: Optional[builtins.bool] = ...) -> Tensor: ..." in text
     assert "    def forward(self, x: Tensor) -> Tensor: ..." in text

@@ -1,0 +1,48 @@
+// The transformer's fused differentiable ops (autograd/fused.h) as phasor
+// functions: causal attention in O(N d) memory, ComplexFormer's rotation, and
+// the rotary tables with the rotation by them. phasor.torch puts the same
+// ops inside PyTorch's autograd.
+#include <cmath>
+#include <optional>
+
+#include <pybind11/stl.h>
+
+#include "autograd/fused.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace phasor::python {
+
+namespace {
+
+Tensor or_undefined(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
+
+}  // namespace
+
+void bind_fused(py::module_& m) {
+  m.def("causal_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<double> scale,
+                               std::optional<Tensor> alibi_slopes, int64_t offset) {
+          PHASOR_CHECK(q.dim() == 4, "causal_attention: q must be [B, N, H, d], got ", q.dim(), " dimensions");
+          const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+          return causal_attention(q, k, v, s, offset, or_undefined(alibi_slopes));
+        }, "q"_a, "k"_a, "v"_a, "scale"_a = py::none(), "alibi_slopes"_a = py::none(), "offset"_a = 0,
+        "softmax(scale q k^T - slope_h (i + offset - n), causal) v over q [B, Nq, H, d], k and v [B, Nk, H, d] (real), "
+        "fused: no [Nq, Nk] matrix is held. scale defaults to 1/sqrt(d); alibi_slopes [H] is optional");
+  m.def("cmha_rotate", [](const Tensor& z, const Tensor& delta, std::optional<Tensor> phase_bias, const Tensor& beta, int64_t offset,
+                          double rope_base) { return cmha_rotate(z, delta, or_undefined(phase_bias), beta, offset, rope_base); },
+        "z"_a, "delta"_a, "phase_bias"_a, "beta"_a, "offset"_a = 0, "rope_base"_a = 10000.0,
+        "ComplexFormer's Euler transform and adaptive rotation of complex z [B, N, H, P]: r exp(i (delta phi + phase_bias + "
+        "beta m w_j)) with r, phi the modulus and phase of z, m = offset + n, w_j = rope_base^(-j/P); delta, phase_bias [H, P] "
+        "(phase_bias None for keys), beta [H]");
+  m.def("rotary_table", [](int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, DType dtype) {
+          return ops::rotary_table(n, pairs, offset, base, xpos_scale_base, 1, dtype);
+        }, "n"_a, "pairs"_a, "offset"_a = 0, "base"_a = 10000.0, "xpos_scale_base"_a = 0.0, "dtype"_a = DType::Complex64,
+        "the complex [n, pairs] table exp(i (offset + m) w_j), w_j = base^(-j/pairs) (RoPE; XPos's scales when "
+        "xpos_scale_base > 0); dtype complex64 or complex128");
+  m.def("rotary", &rotate, "z"_a, "table"_a,
+        "z [B, N, H, P] complex times a rotary table [N, P] (phasor.rotary_table), broadcast over B and H: RoPE");
+}
+
+}  // namespace phasor::python

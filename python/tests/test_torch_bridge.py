@@ -1,0 +1,88 @@
+"""phasor.torch: Phasor's ops inside PyTorch's autograd. gradcheck through the
+bridge on each ready-made op (float64, and complex128 where the op takes
+complex), wrap() on a function of several inputs and outputs against the same
+maths in torch, no copy on the way in, and `import phasor` without torch."""
+import os
+import subprocess
+import sys
+
+import numpy
+import pytest
+
+import phasor
+import phasor.torch as pt
+
+B, N, H, D, P = 1, 5, 2, 4, 3
+
+
+def randn(torch, *shape, dtype, grad=True):
+    return torch.randn(*shape, dtype=dtype).requires_grad_(grad)
+
+
+def test_causal_attention_gradcheck_with_and_without_alibi(torch):
+    torch.manual_seed(0)
+    q, k, v = (randn(torch, B, N, H, D, dtype=torch.float64) for _ in range(3))
+    slopes = torch.tensor([0.5, 0.25], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda q, k, v: pt.causal_attention(q, k, v), (q, k, v))
+    assert torch.autograd.gradcheck(lambda q, k, v: pt.causal_attention(q, k, v, scale=0.3, alibi_slopes=slopes), (q, k, v))
+
+
+def test_causal_attention_matches_torch_materialised(torch):
+    torch.manual_seed(1)
+    q, k, v = (randn(torch, B, N, H, D, dtype=torch.float64) for _ in range(3))
+    scores = torch.einsum("bihd,bjhd->bhij", q, k) / D**0.5
+    scores = scores.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    expected = torch.einsum("bhij,bjhd->bihd", scores.softmax(-1), v)
+    got = pt.causal_attention(q, k, v)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=0)
+    g = torch.randn_like(got)
+    grads = torch.autograd.grad(got, (q, k, v), g)
+    for a, b in zip(grads, torch.autograd.grad(expected, (q, k, v), g)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_cmha_rotate_gradcheck_complex128(torch):
+    torch.manual_seed(2)
+    z = randn(torch, B, N, H, P, dtype=torch.complex128)
+    delta, bias = (randn(torch, H, P, dtype=torch.float64) for _ in range(2))
+    beta = randn(torch, H, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda *a: pt.cmha_rotate(*a, offset=2), (z, delta, bias, beta))
+    assert torch.autograd.gradcheck(lambda z, d, b: pt.cmha_rotate(z, d, None, b), (z, delta, beta))  # keys: no phase bias
+
+
+def test_rotary_gradcheck_complex128_and_values(torch):
+    torch.manual_seed(3)
+    z = randn(torch, B, N, H, P, dtype=torch.complex128)
+    table = torch.from_dlpack(phasor.rotary_table(N, P, offset=1, dtype=phasor.complex128))
+    assert torch.autograd.gradcheck(lambda z: pt.rotary(z, table), (z,))
+    m = torch.arange(1, N + 1, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(P, dtype=torch.float64) / P)
+    torch.testing.assert_close(table, torch.polar(torch.ones_like(m), m), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(pt.rotary(z, table), z * table[None, :, None, :], rtol=1e-12, atol=0)
+
+
+def test_wrap_several_inputs_and_outputs_matches_torch(torch):
+    torch.manual_seed(4)
+    a = randn(torch, 3, 4, dtype=torch.complex128)
+    b = randn(torch, 4, 2, dtype=torch.complex128)
+    fn = pt.wrap(lambda a, b, c: (phasor.matmul(a, b) * c, (a * a.conj()).real.sum()))
+    prod, norm = fn(a, b, 0.5)
+    torch.testing.assert_close(prod, (a @ b) * 0.5, rtol=1e-12, atol=0)
+    assert torch.autograd.gradcheck(lambda a, b: fn(a, b, 0.5), (a, b))
+    # An output that takes no part in the loss leaves no gradient behind.
+    (ga,) = torch.autograd.grad(norm, (a,))
+    torch.testing.assert_close(ga, 2 * a.detach(), rtol=1e-12, atol=0)
+
+
+def test_wrap_reads_the_inputs_without_a_copy(torch):
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    seen = []
+    pt.wrap(lambda t: seen.append(t) or t * 2)(x)
+    assert numpy.asarray(seen[0]).ctypes.data == x.data_ptr()
+
+
+def test_import_without_torch_then_a_clear_error_on_use():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import phasor, phasor.torch\n"
+            "try:\n    phasor.torch.wrap(lambda x: x)\nexcept ImportError as e:\n    print('ImportError', e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), check=True)
+    assert done.stdout.startswith("ImportError"), done.stdout + done.stderr

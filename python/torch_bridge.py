@@ -1,0 +1,97 @@
+"""phasor.torch: Phasor's ops inside PyTorch's autograd.
+
+wrap(fn) turns a function of Phasor tensors into a function of torch tensors
+that PyTorch's autograd differentiates: the tensors cross through DLPack
+without copies, and the backward runs Phasor's backward. causal_attention,
+cmha_rotate and rotary are the fused Phasor ops so wrapped, with torch's
+signatures. torch is imported on first use, so `import phasor` works without it.
+
+The source of this submodule is compiled into the module (python/CMakeLists.txt)
+and run by it at import (python/module.cpp), so the module stays a single file.
+_phasor, the module itself, is set before this runs: `import phasor` would not
+find it yet, as Python registers an extension module once its init returns.
+"""
+import functools as _functools
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _to_phasor(x):
+    """A Phasor tensor over x's memory; torch tensors that need grad become Phasor leaves that need grad."""
+    p = _phasor.from_dlpack(x.detach())
+    if x.requires_grad:
+        p.requires_grad_(True)
+    return p
+
+
+def _to_torch(p):
+    return _torch().from_dlpack(p.detach())
+
+
+def _is_tensor(x):
+    return isinstance(x, _torch().Tensor)
+
+
+def wrap(fn):
+    """fn(*args) of Phasor tensors (and any other arguments) -> a function of torch tensors,
+    differentiable by torch.autograd through Phasor's backward. fn returns a tensor or a tuple of them.
+    The Phasor graph lives as long as torch's (backward may run more than once, as gradcheck does);
+    double backward is not supported."""
+    torch = _torch()
+
+    class _Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            inputs = [_to_phasor(a) if _is_tensor(a) else a for a in args]
+            out = fn(*inputs)
+            ctx.single = not isinstance(out, (tuple, list))
+            outs = [out] if ctx.single else list(out)
+            ctx.outputs = outs
+            ctx.needs = [i for i, a in enumerate(inputs) if isinstance(a, _phasor.Tensor) and a.requires_grad]
+            ctx.inputs = [inputs[i] for i in ctx.needs]
+            results = tuple(_to_torch(o) for o in outs)
+            return results[0] if ctx.single else results
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, *grads):
+            grads_in = [None] * len(ctx.needs_input_grad)
+            used = [(o, g) for o, g in zip(ctx.outputs, grads) if g is not None and o.requires_grad]
+            if used and ctx.inputs:
+                found = _phasor.grad([o for o, _ in used], ctx.inputs,
+                                     [_phasor.from_dlpack(g.contiguous()) for _, g in used], retain_graph=True,
+                                     allow_unused=True)
+                for i, g in zip(ctx.needs, found):
+                    grads_in[i] = None if g is None else _to_torch(g).clone()
+            return tuple(grads_in)
+
+    @_functools.wraps(fn)
+    def wrapped(*args):
+        return _Function.apply(*args)
+
+    return wrapped
+
+
+@_functools.lru_cache(maxsize=None)
+def _wrapped(name):
+    return wrap(getattr(_phasor, name))
+
+
+def causal_attention(q, k, v, scale=None, alibi_slopes=None):
+    """softmax(scale q k^T - ALiBi, causal) v for torch tensors q [B, Nq, H, d], k, v [B, Nk, H, d] (real),
+    through Phasor's fused kernel: O(N d) memory, no [Nq, Nk] matrix. scale defaults to 1/sqrt(d)."""
+    return _wrapped("causal_attention")(q, k, v, scale, alibi_slopes)
+
+
+def cmha_rotate(z, delta, phase_bias, beta, offset=0, rope_base=10000.0):
+    """ComplexFormer's Euler transform and adaptive rotation (phasor.cmha_rotate) of a complex torch tensor
+    z [B, N, H, P]; delta, phase_bias [H, P] (phase_bias None for keys), beta [H]."""
+    return _wrapped("cmha_rotate")(z, delta, phase_bias, beta, offset, rope_base)
+
+
+def rotary(z, table):
+    """z [B, N, H, P] complex times a rotary table [N, P] (phasor.rotary_table, or a torch tensor): RoPE."""
+    return _wrapped("rotary")(z, table)
