@@ -5,7 +5,8 @@
 # package with find_package(Phasor) three times and runs each: the library
 # alone (it must link no CUDA backend, CUDA, MPI or NCCL library), every
 # component, and the application from the build tree (-DPhasor_DIR=BUILD_DIR),
-# which without Phasor::mpi must link no MPI or NCCL;
+# which without Phasor::mpi must link no MPI or NCCL; checks that a package
+# folder lacking PhasorOpenBLAS.cmake is reported as such;
 # runs the installed CLI and Python module.
 #   run.sh BUILD_DIR WORK_DIR VERSION [PYTHON]
 set -euo pipefail
@@ -65,6 +66,16 @@ build_consumer all "" -DCMAKE_PREFIX_PATH="$work/prefix"
 build_consumer build_tree "phasor;app" -DPhasor_DIR="$(cd "$build" && pwd)"
 if grep -Eo "[^ ]*(mpi|nccl)[^ ]*" "$work/build_tree/CMakeFiles/consumer.dir/link.txt"; then
   echo "package_consumer: a consumer of Phasor::app without Phasor::mpi links the libraries above" >&2
+  exit 1
+fi
+# A package folder that lacks a file says so, rather than blaming OpenBLAS.
+mkdir -p "$work/partial"
+cp "$work/prefix/lib/cmake/Phasor/PhasorConfig"*.cmake "$work/partial/"
+if cmake -S "$here" -B "$work/partial_build" -DPhasor_DIR="$work/partial" -DPHASOR_EXPECTED_VERSION="$version" \
+     > "$work/partial.configure.log" 2>&1 ||
+   ! tr -s ' \n' ' ' < "$work/partial.configure.log" | grep -q "lacks PhasorOpenBLAS.cmake"; then  # CMake wraps the message
+  cat "$work/partial.configure.log" >&2
+  echo "package_consumer: a package folder without PhasorOpenBLAS.cmake was not reported as such" >&2
   exit 1
 fi
 built=$(date +%s%N)
