@@ -1,22 +1,22 @@
 #include "app/distributed.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
-#include "app/distributed_mpi.h"   // PHASOR_WITH_MPI
-#include "app/distributed_nccl.h"  // PHASOR_WITH_NCCL
+#include "app/distributed_transports.h"  // mpi and nccl, where the program links Phasor::mpi
 
 namespace phasor {
 
-namespace {
-
-int env_int(const char* name, int fallback) {
+int distributed::env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
   return (end != v && *end == '\0') ? static_cast<int>(n) : fallback;
 }
+
+namespace {
 
 // ------------------------------------------------------------ one process
 
@@ -37,17 +37,6 @@ std::unique_ptr<Communicator>& world_slot() {
   return slot;
 }
 
-#ifdef PHASOR_WITH_NCCL
-// Before anything touches CUDA: give each rank on a node its own GPU unless the
-// launcher (srun --gpus-per-task, a wrapper) already chose.
-void pick_gpu_per_local_rank() {
-  if (std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return;
-  int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", -1)));
-  int local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", env_int("SLURM_NTASKS_PER_NODE", 1)));
-  if (local >= 0 && local_size > 1) setenv("CUDA_VISIBLE_DEVICES", std::to_string(local).c_str(), 1);
-}
-#endif
-
 }  // namespace
 
 // ------------------------------------------------------------ entry points
@@ -63,18 +52,14 @@ void Communicator::average_gradients(const std::vector<Tensor>& params) {
 
 std::vector<std::string> built_transports() {
   std::vector<std::string> t{"single"};
-#ifdef PHASOR_WITH_MPI
-  t.push_back("mpi");
-#endif
-#ifdef PHASOR_WITH_NCCL
-  t.push_back("nccl");
-#endif
+  if (&distributed::transports != nullptr)
+    for (std::string& name : distributed::transports()) t.push_back(std::move(name));
   return t;
 }
 
 int launcher_world_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    const int n = env_int(name, 0);
+    const int n = distributed::env_int(name, 0);
     if (n > 0) return n;
   }
   return 1;
@@ -91,33 +76,25 @@ Communicator& init_distributed(const DistributedOptions& o) {
   const int launched = launcher_world_size();
   std::string mode = o.mode;
   if (mode == "auto") mode = launched > 1 ? "mpi" : "off";
+  const std::vector<std::string> transports = built_transports();
   std::string built;
-  for (const std::string& t : built_transports()) built += (built.empty() ? "" : ", ") + t;
-  if (mode == "mpi") {
-#ifdef PHASOR_WITH_MPI
-    world_slot() = std::make_unique<distributed::MpiCommunicator>();
-#else
+  for (const std::string& t : transports) built += (built.empty() ? "" : ", ") + t;
+  const bool linked = std::find(transports.begin(), transports.end(), mode) != transports.end();
+  if (mode == "mpi" && !linked) {
     fail("distributed: ", o.mode == "auto" ? "launched as one of " + std::to_string(launched) + " processes, but " : std::string(),
          "this phasor was built without MPI (built transports: ", built,
          "); install an MPI (libopenmpi-dev), re-run cmake and rebuild, or run a single process");
-#endif
-  } else if (mode == "nccl") {
-#ifdef PHASOR_WITH_NCCL
-    pick_gpu_per_local_rank();
-    world_slot() = distributed::make_nccl_communicator();
-#else
+  } else if (mode == "nccl" && !linked) {
     fail("distributed: --distributed nccl is not built into this phasor (built transports: ", built,
          "); it needs MPI, the CUDA toolkit with NCCL and the CUDA backend at cmake time");
-#endif
   }
+  if (mode != "off") world_slot() = distributed::connect(mode);
   world().set_timeout_s(o.timeout_s);
   return world();
 }
 
 void finalize_distributed() {
-#ifdef PHASOR_WITH_MPI
-  if (auto* mpi = dynamic_cast<distributed::MpiCommunicator*>(world_slot().get())) mpi->finalize();
-#endif
+  if (&distributed::disconnect != nullptr) distributed::disconnect(world());
 }
 
 }  // namespace phasor

@@ -10,6 +10,9 @@
 //           id and for the scalars (built when MPI, the CUDA toolkit and NCCL
 //           are all found: PHASOR_WITH_NCCL)
 //
+// mpi and nccl are the library phasor_mpi (Phasor::mpi), present in a program
+// that links it (app/distributed_transports.h); the `phasor` CLI does.
+//
 // Every collective has a deadline (`timeout_s`): a rank that waits longer for
 // the others (one died or hung) throws phasor::Error naming the collective, the
 // step and the wait; the command line then prints it and aborts the whole job,

@@ -13,8 +13,9 @@ struct CUstream_st;  // cudaStream_t is a CUstream_st*, in CUDA and in the CUDA 
 namespace phasor::gpu {
 
 // Registers the allocator, the backend and the host <-> device copy of device
-// cuda. tensor/backend.cpp does it during static initialisation (the GPU itself
-// is touched lazily, on first use); code that runs in another static
+// cuda. tensor/backend.cpp does it during static initialisation where a program
+// links this backend (Phasor::cuda; the GPU itself is touched lazily, on first
+// use); code that runs in another static
 // initialiser may call it first. Calling it again changes nothing.
 void register_cuda();
 

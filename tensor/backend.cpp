@@ -13,11 +13,13 @@ namespace phasor {
 namespace cpu {
 void register_cpu();
 }
-#ifdef PHASOR_WITH_CUDA
+// The CUDA backend is a library of its own (Phasor::cuda): a weak reference,
+// null in a program that does not link it, so the core needs no CUDA library.
+// Phasor::cuda's link option (--undefined=register_cuda) keeps a static
+// libphasor_cuda's registration in the programs that link it.
 namespace gpu {
-void register_cuda();
+[[gnu::weak]] void register_cuda();
 }
-#endif
 
 namespace {
 Backend*& slot(DeviceType type) {
@@ -27,9 +29,7 @@ Backend*& slot(DeviceType type) {
 void register_all() {
   static const bool registered = [] {
     cpu::register_cpu();
-#ifdef PHASOR_WITH_CUDA
-    gpu::register_cuda();
-#endif
+    if (&gpu::register_cuda != nullptr) gpu::register_cuda();
     return true;
   }();
   (void)registered;
@@ -64,13 +64,11 @@ void index_out_of_range(const char* op, int64_t index, int dim, int64_t size) {
 
 Tensor to_cpu(const Tensor& t) { return ops::to_device(t, kCPU); }
 
-#ifdef PHASOR_WITH_CUDA
 // The CUDA backend also registers its host <-> device copy, which to_device
-// needs before any kernel is looked up: register at static initialisation too
-// (the GPU is touched lazily).
+// needs before any kernel is looked up: where it is linked, register at static
+// initialisation too (the GPU is touched lazily).
 namespace {
-const bool cuda_registered = (register_all(), true);
+const bool cuda_registered = &gpu::register_cuda != nullptr && (register_all(), true);
 }
-#endif
 
 }  // namespace phasor

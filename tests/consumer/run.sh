@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The ctest test package_consumer: installs the build into a temporary prefix,
 # makes the Debian package (cpack) and checks what it holds, checks that nothing
-# installed names the build or source tree, builds
-# tests/consumer/ against the package with find_package(Phasor), runs it, and
+# installed names the build or source tree, builds tests/consumer/ against the
+# package with find_package(Phasor) three times and runs each: the library
+# alone (it must link no CUDA backend, CUDA, MPI or NCCL library), every
+# component, and the application from the build tree (-DPhasor_DIR=BUILD_DIR),
+# which without Phasor::mpi must link no MPI or NCCL; checks that a package
+# folder lacking PhasorOpenBLAS.cmake is reported as such;
 # runs the installed CLI and Python module.
 #   run.sh BUILD_DIR WORK_DIR VERSION [PYTHON]
 set -euo pipefail
@@ -29,14 +33,55 @@ if grep -rlF -e "$(cd "$build" && pwd)" -e "$source_dir" "$work/prefix/lib/cmake
 fi
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$here" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DPHASOR_EXPECTED_VERSION="$version" "${launcher[@]}" \
-  > "$work/configure.log" 2>&1 || { cat "$work/configure.log" >&2; exit 1; }
-cmake --build "$work/build" -j2 > "$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+# build_consumer NAME COMPONENTS CMAKE_ARGS...: configures, builds and runs the consumer in $work/NAME.
+build_consumer() {
+  local name=$1 components=$2
+  shift 2
+  cmake -S "$here" -B "$work/$name" "$@" -DPHASOR_COMPONENTS="$components" -DPHASOR_EXPECTED_VERSION="$version" "${launcher[@]}" \
+    > "$work/$name.configure.log" 2>&1 || { cat "$work/$name.configure.log" >&2; exit 1; }
+  cmake --build "$work/$name" -j2 > "$work/$name.build.log" 2>&1 || { cat "$work/$name.build.log" >&2; exit 1; }
+  "$work/$name/consumer"
+}
+# The library alone: a CPU-only program. Neither its link line nor the
+# executable names a CUDA backend, CUDA, MPI or NCCL library, and it holds no
+# CUDA backend code.
+build_consumer cpu_only "phasor" -DCMAKE_PREFIX_PATH="$work/prefix"
+unwanted='phasor_cuda|cublas|cudart|libcuda|mpi|nccl'
+if grep -Eo "[^ ]*($unwanted)[^ ]*" "$work/cpu_only/CMakeFiles/consumer.dir/link.txt"; then
+  echo "package_consumer: a consumer of Phasor::phasor alone links the libraries above" >&2
+  exit 1
+fi
+if readelf -d "$work/cpu_only/consumer" | grep NEEDED | grep -E "$unwanted"; then
+  echo "package_consumer: a consumer of Phasor::phasor alone needs the libraries above" >&2
+  exit 1
+fi
+if nm -C --defined-only "$work/cpu_only/consumer" | grep -F 'phasor::gpu::'; then
+  echo "package_consumer: a consumer of Phasor::phasor alone holds the CUDA backend's code above" >&2
+  exit 1
+fi
+# No COMPONENTS: every component built (the CUDA backend, device cuda, and MPI where they were built).
+build_consumer all "" -DCMAKE_PREFIX_PATH="$work/prefix"
+# The build tree as a package, as export() writes it; the application without
+# Phasor::mpi links no MPI or NCCL.
+build_consumer build_tree "phasor;app" -DPhasor_DIR="$(cd "$build" && pwd)"
+if grep -Eo "[^ ]*(mpi|nccl)[^ ]*" "$work/build_tree/CMakeFiles/consumer.dir/link.txt"; then
+  echo "package_consumer: a consumer of Phasor::app without Phasor::mpi links the libraries above" >&2
+  exit 1
+fi
+# A package folder that lacks a file says so, rather than blaming OpenBLAS.
+mkdir -p "$work/partial"
+cp "$work/prefix/lib/cmake/Phasor/PhasorConfig"*.cmake "$work/partial/"
+if cmake -S "$here" -B "$work/partial_build" -DPhasor_DIR="$work/partial" -DPHASOR_EXPECTED_VERSION="$version" \
+     > "$work/partial.configure.log" 2>&1 ||
+   ! tr -s ' \n' ' ' < "$work/partial.configure.log" | grep -q "lacks PhasorOpenBLAS.cmake"; then  # CMake wraps the message
+  cat "$work/partial.configure.log" >&2
+  echo "package_consumer: a package folder without PhasorOpenBLAS.cmake was not reported as such" >&2
+  exit 1
+fi
 built=$(date +%s%N)
-"$work/build/consumer"
 [ "$("$work/prefix/bin/phasor" --version)" = "phasor $version" ]
 if [ -n "$python" ]; then
   PYTHONPATH="$work/prefix/lib/python3/dist-packages" "$python" -c \
     "import phasor; assert phasor.__version__ == '$version', phasor.__version__; print('installed module: phasor', phasor.__version__, phasor.__file__)"
 fi
-echo "package_consumer: installed in $(((installed - start) / 1000000)) ms, Debian package in $(((packaged - installed) / 1000000)) ms, consumer configured and built in $(((built - packaged) / 1000000)) ms"
+echo "package_consumer: installed in $(((installed - start) / 1000000)) ms, Debian package in $(((packaged - installed) / 1000000)) ms, three consumers configured, built and run in $(((built - packaged) / 1000000)) ms"
