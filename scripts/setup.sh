@@ -16,7 +16,7 @@ packages=(
   openmpi-bin libopenmpi-dev             # multi-process training (mpirun; docs/distributed.md)
   python3-dev python3-pybind11           # the Python module (python/)
   python3-pytest python3-numpy python3-torch  # its tests: pytest, NumPy, PyTorch for the gradient convention
-  python3-venv python3-setuptools python3-wheel  # pip install of the module, offline (ctest python_wheel_tests)
+  python3-venv python3-setuptools python3-wheel python3-build  # the module's wheel, built and installed offline (ctest python_wheel_tests)
 )
 
 # The programs the build and the test suite run, beyond the compilers: a
