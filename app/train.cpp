@@ -181,10 +181,13 @@ std::string checkpoint_name(int64_t step) {
   return name;
 }
 
+// Whether o is a run's own record (its start recorded its text), as a resumed run's options are.
+bool resumed_run(const TrainOptions& o) { return !o.data_hash.empty(); }
+
 // The run's text. A new run records where it is and what it is; a resumed one
-// (whose options hold that record) must find the same text.
+// must find the same text.
 std::string load_run_text(TrainOptions& o) {
-  const bool recorded = !o.data_hash.empty();
+  const bool recorded = resumed_run(o);
   o.data = data_location(o.data);
   std::string text;
   try {
@@ -229,7 +232,7 @@ struct Run {
     const ByteTokenizer tokenizer;
     PHASOR_CHECK(o.model.vocab_size >= tokenizer.vocab_size(), "train: vocab_size ", o.model.vocab_size,
                  " is smaller than the byte tokenizer's ", tokenizer.vocab_size());
-    const bool resumed = !options.data_hash.empty();  // recorded by the run's start
+    const bool resumed = resumed_run(options);  // read before load_run_text records a new run's text
     std::vector<int64_t> tokens = tokenizer.encode(load_run_text(options));
     data = o.val_data.empty() ? split_tokens(std::move(tokens), o.val_fraction, o.seq_len)
                               : separate_texts(std::move(tokens), tokenizer.encode(load_validation_text(options, resumed)), o.seq_len);

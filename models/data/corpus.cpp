@@ -66,7 +66,7 @@ std::string read_folder_of_texts(const fs::path& folder) {
     std::string part = read_text_file(file.string(), "1 GiB for a data file");
     if (part.empty()) continue;
     if (part.back() != '\n') part.push_back('\n');
-    PHASOR_CHECK(text.size() + part.size() <= (size_t{1} << 30), "data folder '", folder.string(), "' holds more than 1 GiB of text");
+    PHASOR_CHECK(text.size() + part.size() <= kMaxTextBytes, "data folder '", folder.string(), "' holds more than 1 GiB of text");
     text += part;
   }
   PHASOR_CHECK(!text.empty(), "data folder '", folder.string(), "' holds no text (no non-empty regular file): there is nothing to train or evaluate on");
