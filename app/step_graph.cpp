@@ -1,34 +1,28 @@
 #include "app/step_graph.h"
 
+#include "tensor/device_graph.h"
 #include "tensor/ops.h"
-#ifdef PHASOR_WITH_CUDA
-#include "cuda/cuda.h"
-#endif
 
 namespace phasor {
 
-#ifdef PHASOR_WITH_CUDA
 struct StepGraph::Captured {
-  gpu::Graph graph;
+  std::unique_ptr<DeviceGraph> graph;
   Tensor inputs, targets;  // the graph's input buffers: each batch is copied in before the replay
   Tensor values;           // the graph's output
 };
-#else
-struct StepGraph::Captured {};
-#endif
 
 StepGraph::StepGraph(Device device) : device_(device) {}
 StepGraph::~StepGraph() = default;
 
 Tensor StepGraph::run(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets, int64_t batch, int64_t seq_len,
                       const Step& step) {
-#ifdef PHASOR_WITH_CUDA
   const Tensor host_inputs = from_vector(inputs, {batch, seq_len}), host_targets = from_vector(targets, {batch, seq_len});
   if (!captured_) {
     auto c = std::make_unique<Captured>();
+    c->graph = make_device_graph(device_);
     c->inputs = ops::to_device(host_inputs, device_);
     c->targets = ops::to_device(host_targets, device_);
-    c->graph.capture([&] { c->values = step(c->inputs, c->targets); });
+    c->graph->capture([&] { c->values = step(c->inputs, c->targets); });
     captured_ = std::move(c);
   } else {
     PHASOR_CHECK(captured_->inputs.shape() == host_inputs.shape(), "train: --cuda-graph replays a step of batch ", captured_->inputs.shape(),
@@ -37,12 +31,8 @@ Tensor StepGraph::run(const std::vector<int64_t>& inputs, const std::vector<int6
     ops::copy_(captured_->inputs, ops::to_device(host_inputs, device_));
     ops::copy_(captured_->targets, ops::to_device(host_targets, device_));
   }
-  captured_->graph.replay();
+  captured_->graph->replay();
   return captured_->values;
-#else
-  (void)inputs, (void)targets, (void)batch, (void)seq_len, (void)step;
-  fail("train: --cuda-graph needs a CUDA build of Phasor");
-#endif
 }
 
 }  // namespace phasor

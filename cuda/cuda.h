@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "tensor/device_graph.h"
+
 struct CUstream_st;  // cudaStream_t is a CUstream_st*, in CUDA and in the CUDA simulator
 
 namespace phasor::gpu {
@@ -62,14 +64,14 @@ CUstream_st* native_stream();
 // What changes between replays must live in device memory written before
 // each replay (a batch copied into the captured input tensors, a learning rate).
 struct GraphState;
-class Graph {
+class Graph : public DeviceGraph {
  public:
   Graph();
-  ~Graph();
+  ~Graph() override;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
-  void capture(const std::function<void()>& body);
-  void replay() const;
+  void capture(const std::function<void()>& body) override;
+  void replay() const override;
   bool captured() const;
 
  private:

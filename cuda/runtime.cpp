@@ -467,6 +467,7 @@ void register_cuda() {
   register_allocator(DeviceType::CUDA, &allocator());
   register_backend(DeviceType::CUDA, backend_instance());
   ops::register_device_copy(&device_copy);
+  register_device_graph(DeviceType::CUDA, []() -> std::unique_ptr<DeviceGraph> { return std::make_unique<Graph>(); });
 }
 
 // ---- public API (cuda/cuda.h) ----

@@ -1,6 +1,7 @@
 #include "tensor/backend.h"
 
 #include "tensor/cpu/fork.h"
+#include "tensor/device_graph.h"
 #include "tensor/ops.h"
 
 namespace phasor {
@@ -26,6 +27,10 @@ Backend*& slot(DeviceType type) {
   static Backend* table[2] = {nullptr, nullptr};
   return table[static_cast<int>(type)];
 }
+DeviceGraphMaker& graph_maker(DeviceType type) {
+  static DeviceGraphMaker table[2] = {nullptr, nullptr};
+  return table[static_cast<int>(type)];
+}
 void register_all() {
   static const bool registered = [] {
     cpu::register_cpu();
@@ -44,6 +49,15 @@ Backend& backend(Device device) {
   Backend* b = slot(device.type);
   PHASOR_CHECK(b != nullptr, "device ", device, " is not available (Phasor was built without CUDA or no GPU is present)");
   return *b;
+}
+
+void register_device_graph(DeviceType type, DeviceGraphMaker maker) { graph_maker(type) = maker; }
+
+std::unique_ptr<DeviceGraph> make_device_graph(Device device) {
+  register_all();
+  const DeviceGraphMaker maker = graph_maker(device.type);
+  PHASOR_CHECK(maker != nullptr, "device ", device, " records no graphs (CUDA Graphs need a program linked with Phasor's CUDA backend)");
+  return maker();
 }
 
 Device op_device(const char* op, const Tensor& t, std::initializer_list<Tensor> others) {
