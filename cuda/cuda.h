@@ -35,6 +35,9 @@ std::string unavailable_reason();
 bool absent();
 // The GPU's name and compute capability, e.g. "NVIDIA H200 (sm_90)".
 std::string device_name();
+// True when device cuda is the CUDA simulator (a build with PHASOR_CUDA_SIM):
+// its kernels run on the CPU, and its memory is host memory no GPU can read.
+bool simulated();
 
 struct MemoryStats {
   size_t allocated = 0;       // bytes held by live tensors (rounded block sizes)

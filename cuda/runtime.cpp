@@ -499,6 +499,14 @@ std::string device_name() {
   return device_state().name;
 }
 
+bool simulated() {
+#ifdef PHASOR_CUDA_SIM
+  return true;
+#else
+  return false;
+#endif
+}
+
 MemoryStats memory_stats() { return allocator().stats(); }
 void reset_peak_memory() { allocator().reset_peak(); }
 void empty_cache() {

@@ -80,30 +80,62 @@ void AdamW::load_state(const StateDict& state, int64_t step) {
   count_ = Tensor();
 }
 
-SGD::SGD(NamedTensors params, double lr, double momentum, double weight_decay)
-    : params_(std::move(params)), momentum_buffers_(params_.size()), lr_(lr), momentum_(momentum), weight_decay_(weight_decay) {}
+SGD::SGD(NamedTensors params, SGDOptions options) : params_(std::move(params)), momentum_buffers_(params_.size()), options_(options) {
+  PHASOR_CHECK(options_.lr >= 0.0 && options_.momentum >= 0.0 && options_.weight_decay >= 0.0,
+               "SGD: lr, momentum and weight_decay must be >= 0, got ", options_.lr, ", ", options_.momentum, ", ", options_.weight_decay);
+  PHASOR_CHECK(!options_.nesterov || (options_.momentum > 0.0 && options_.dampening == 0.0),
+               "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+}
 
 void SGD::step() {
   NoGradGuard no_grad;
+  const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (weight_decay_ != 0.0) {
+    if (o.maximize) g = ops::unary(ops::Unary::Neg, g);
+    if (o.weight_decay != 0.0) {
       g = ops::clone(g);
-      ops::axpy_(g, p, weight_decay_);
+      ops::axpy_(g, p, o.weight_decay);
     }
-    if (momentum_ != 0.0) {
+    if (o.momentum != 0.0) {
       Tensor& buf = momentum_buffers_[i];
       if (!buf.defined()) {
         buf = ops::clone(g);  // PyTorch: the first step's buffer is the gradient itself
       } else {
-        ops::binary_(ops::Binary::Mul, buf, scalar_tensor(momentum_, real_dtype(buf.dtype())));
-        ops::binary_(ops::Binary::Add, buf, g);
+        ops::binary_(ops::Binary::Mul, buf, scalar_tensor(o.momentum, real_dtype(buf.dtype())));
+        ops::axpy_(buf, g, 1.0 - o.dampening);
       }
-      g = buf;
+      if (o.nesterov) {
+        g = ops::clone(g);
+        ops::axpy_(g, buf, o.momentum);
+      } else {
+        g = buf;
+      }
     }
-    ops::axpy_(p, g, -lr_);
+    ops::axpy_(p, g, -o.lr);
+  }
+}
+
+StateDict SGD::state() const {
+  StateDict out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (momentum_buffers_[i].defined()) out.emplace("momentum_buffer." + params_[i].first, momentum_buffers_[i]);
+  return out;
+}
+
+void SGD::load_state(const StateDict& state) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto it = state.find("momentum_buffer." + params_[i].first);
+    if (it == state.end()) {
+      momentum_buffers_[i] = Tensor();
+      continue;
+    }
+    const Tensor& p = params_[i].second;
+    PHASOR_CHECK(it->second.shape() == p.shape() && it->second.dtype() == p.dtype(), "SGD: optimizer state '", it->first,
+                 "' has shape ", it->second.shape(), ", expected ", p.shape());
+    momentum_buffers_[i] = ops::clone(ops::to_device(it->second.detach(), p.device()));
   }
 }
 

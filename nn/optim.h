@@ -57,16 +57,34 @@ class AdamW {
   Tensor lr_;                 // float64 scalar on the parameters' device: options_.lr, from the first step on
 };
 
+// torch.optim.SGD's options, with its meaning of each.
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;  // the buffer takes (1 - dampening) of each later gradient
+  double weight_decay = 0.0;
+  bool nesterov = false;   // step along g + momentum buf (needs momentum > 0 and no dampening)
+  bool maximize = false;   // ascend: the gradient's sign flipped
+};
+
 class SGD {
  public:
-  SGD(NamedTensors params, double lr, double momentum = 0.0, double weight_decay = 0.0);
+  // Throws phasor::Error for a negative lr, momentum or weight decay, and for Nesterov without momentum or with dampening.
+  SGD(NamedTensors params, SGDOptions options);
   void step();
   void zero_grad() const;
+  double lr() const { return options_.lr; }
+  void set_lr(double lr) { options_.lr = lr; }
+  // The momentum buffers by parameter name ("momentum_buffer.<name>"), live
+  // tensors as PyTorch's; a parameter without one (no step yet) is absent.
+  StateDict state() const;
+  // Copies buffers in (the same parameters); those absent start afresh.
+  void load_state(const StateDict& state);
 
  private:
   NamedTensors params_;
   std::vector<Tensor> momentum_buffers_;
-  double lr_, momentum_, weight_decay_;
+  SGDOptions options_;
 };
 
 // Linear warm-up over `warmup` steps to `max_lr`, then cosine decay to `min_lr` at `total` steps.

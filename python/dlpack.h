@@ -8,7 +8,9 @@
 
 namespace phasor::python::dlpack {
 
-enum DeviceType : int32_t { kDLCPU = 1, kDLCUDA = 2 };
+// kDLExtDev, DLPack's device type for an extension device, is the CUDA
+// simulator's: memory that a consumer must not take for a GPU's (nor for the CPU's).
+enum DeviceType : int32_t { kDLCPU = 1, kDLCUDA = 2, kDLExtDev = 12 };
 enum TypeCode : uint8_t { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6 };
 
 struct Device {

@@ -108,10 +108,15 @@ py::capsule capsule_of(Managed* m, const char* name) {
 
 py::capsule dlpack_capsule(const Tensor& t, const py::object& stream, std::optional<std::pair<int, int>> max_version,
                            std::optional<std::pair<int, int>> dl_device, std::optional<bool> copy) {
-  if (!t.device().is_cpu())
-    buffer_error("__dlpack__: the tensor is on " + device_name(t.device()) + ", and only CPU memory is exported");
+  const bool to_cpu = dl_device && dl_device->first == dlpack::kDLCPU && dl_device->second == 0;
+  if (!t.device().is_cpu()) {
+    // The array API's cross-device export: a copy to the CPU where the consumer asks for one and allows copies.
+    if (to_cpu && copy.value_or(true)) return dlpack_capsule(t.to(kCPU), stream, max_version, dl_device, true);
+    buffer_error("__dlpack__: the tensor is on " + device_name(t.device()) + (simulated_device(t.device()) ? " (the CUDA simulator)" : "") +
+                 ", and only CPU memory is exported: t.cpu() copies it there");
+  }
   if (!stream.is_none()) buffer_error("__dlpack__: stream must be None for a CPU tensor");
-  if (dl_device && (dl_device->first != dlpack::kDLCPU || dl_device->second != 0))
+  if (dl_device && !to_cpu)
     buffer_error("__dlpack__: dl_device (" + std::to_string(dl_device->first) + ", " + std::to_string(dl_device->second) +
                  ") is not the tensor's device (kDLCPU, 0)");
   const bool versioned = max_version && max_version->first >= 1;
@@ -210,9 +215,10 @@ void bind_dlpack(py::module_& m) {
              "a DLPack capsule over this tensor's memory (no copy unless copy=True); the capsule keeps the tensor alive. "
              "A tensor that requires grad is exported read-only (DLPack 1.0, max_version >= (1, 0)) or refused");
   tensor.def("__dlpack_device__", [](const Tensor& t) {
-    const int32_t type = t.device().is_cpu() ? dlpack::kDLCPU : dlpack::kDLCUDA;
-    return py::make_tuple(type, t.device().is_cpu() ? 0 : t.device().index);
-  });
+    const Device d = t.device();
+    const int32_t type = d.is_cpu() ? dlpack::kDLCPU : simulated_device(d) ? dlpack::kDLExtDev : dlpack::kDLCUDA;
+    return py::make_tuple(type, d.is_cpu() ? 0 : d.index);
+  }, "(device type, index): kDLCPU (1), kDLCUDA (2) on a GPU, kDLExtDev (12) on the CUDA simulator");
   m.def("from_dlpack", &from_dlpack, "x"_a, py::kw_only(), "copy"_a = py::none(),
         "a tensor over the memory of x (an object with __dlpack__, e.g. a torch tensor or a NumPy array, or a DLPack "
         "capsule), without a copy; read-only memory and copy=True are copied");

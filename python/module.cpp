@@ -42,6 +42,7 @@ PYBIND11_MODULE(phasor, m) {
     }
   });
   phasor::python::bind_tensor(m);
+  phasor::python::bind_devices(m);
   phasor::python::bind_dlpack(m);
   phasor::python::bind_nn(m);
   phasor::python::bind_models(m);

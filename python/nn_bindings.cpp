@@ -190,15 +190,25 @@ void bind_nn(py::module_& m) {
              o.load_state(state["state"].cast<nn::StateDict>(), state["steps"].cast<int64_t>());
              if (state.contains("lr")) o.set_lr(state["lr"].cast<double>());
            }, "state"_a, "copies the moments in (the same parameters, in the same order) and resumes the step count");
-  py::class_<nn::SGD>(optim, "SGD", "SGD with momentum and weight decay as PyTorch computes them (no dampening, no Nesterov)")
-      .def(py::init([](const py::iterable& params, double lr, double momentum, double weight_decay) {
+  py::class_<nn::SGD>(optim, "SGD", "SGD as PyTorch computes it: momentum, dampening, Nesterov, weight decay, maximize")
+      .def(py::init([](const py::iterable& params, double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+                       bool maximize) {
              const std::vector<nn::ParamGroup> groups = param_groups(params, weight_decay);
              PHASOR_CHECK(groups.size() == 1 && groups[0].weight_decay == weight_decay,
                           "SGD takes one list of tensors (parameter groups are AdamW's)");
-             return nn::SGD(groups[0].params, lr, momentum, weight_decay);
-           }), "params"_a, "lr"_a, "momentum"_a = 0.0, "weight_decay"_a = 0.0)
+             return nn::SGD(groups[0].params, nn::SGDOptions{lr, momentum, dampening, weight_decay, nesterov, maximize});
+           }), "params"_a, "lr"_a, "momentum"_a = 0.0, "dampening"_a = 0.0, "weight_decay"_a = 0.0, "nesterov"_a = false, py::kw_only(),
+           "maximize"_a = false)
       .def("step", &nn::SGD::step)
-      .def("zero_grad", &nn::SGD::zero_grad);
+      .def("zero_grad", &nn::SGD::zero_grad)
+      .def_property("lr", &nn::SGD::lr, &nn::SGD::set_lr)
+      .def("state_dict", [](const nn::SGD& o) { return py::dict("state"_a = o.state(), "lr"_a = o.lr()); },
+           "the momentum buffers by parameter (live tensors, as PyTorch's) and lr")
+      .def("load_state_dict", [](nn::SGD& o, const py::dict& state) {
+             PHASOR_CHECK(state.contains("state"), "SGD.load_state_dict: expected a dict with 'state', as state_dict() gives");
+             o.load_state(state["state"].cast<nn::StateDict>());
+             if (state.contains("lr")) o.set_lr(state["lr"].cast<double>());
+           }, "state"_a, "copies the momentum buffers in (the same parameters, in the same order)");
 }
 
 }  // namespace phasor::python

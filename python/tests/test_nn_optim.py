@@ -22,7 +22,10 @@ def loss_of(w, z, lib):
     lambda lib, ps: lib.optim.AdamW(ps, lr=0.1, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
     lambda lib, ps: lib.optim.SGD(ps, lr=0.01),
     lambda lib, ps: lib.optim.SGD(ps, lr=0.01, momentum=0.9, weight_decay=0.05),
-], ids=["adamw", "adamw-options", "sgd", "sgd-momentum"])
+    lambda lib, ps: lib.optim.SGD(ps, lr=0.01, momentum=0.8, dampening=0.3),
+    lambda lib, ps: lib.optim.SGD(ps, lr=0.01, momentum=0.9, nesterov=True, weight_decay=0.01),
+    lambda lib, ps: lib.optim.SGD(ps, lr=0.001, momentum=0.5, maximize=True),
+], ids=["adamw", "adamw-options", "sgd", "sgd-momentum", "sgd-dampening", "sgd-nesterov", "sgd-maximize"])
 def test_optimizers_take_the_steps_torch_takes(make, torch):
     w, z = phasor.tensor(W0).requires_grad_(), phasor.tensor(Z0).requires_grad_()
     wt, zt = torch.tensor(W0, requires_grad=True), torch.tensor(Z0, requires_grad=True)
@@ -138,3 +141,39 @@ def test_losses_and_bad_optimizer_input():
         phasor.optim.AdamW([])
     with pytest.raises(phasor.Error, match="not a leaf"):
         phasor.optim.SGD([phasor.ones([2]).requires_grad_() * 2.0], lr=0.1)
+
+
+def test_sgd_state_dict_resumes_the_same_steps():
+    def run(w, z, opt, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            loss_of(w, z, phasor).backward()
+            opt.step()
+
+    def fresh():
+        return phasor.tensor(W0).requires_grad_(), phasor.tensor(Z0).requires_grad_()
+
+    w, z = fresh()
+    straight = phasor.optim.SGD([w, z], lr=0.01, momentum=0.9, nesterov=True)
+    run(w, z, straight, 5)
+    w2, z2 = fresh()
+    first = phasor.optim.SGD([w2, z2], lr=0.01, momentum=0.9, nesterov=True)
+    run(w2, z2, first, 2)
+    saved = first.state_dict()
+    assert sorted(saved["state"]) == ["momentum_buffer.p.0", "momentum_buffer.p.1"] and saved["lr"] == 0.01
+    second = phasor.optim.SGD([w2, z2], lr=0.5, momentum=0.9, nesterov=True)
+    second.load_state_dict(saved)
+    assert second.lr == 0.01
+    run(w2, z2, second, 3)
+    np.testing.assert_array_equal(w2.detach().numpy(), w.detach().numpy())
+    np.testing.assert_array_equal(z2.detach().numpy(), z.detach().numpy())
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(lr=0.1, nesterov=True), "Nesterov momentum needs momentum > 0 and dampening 0"),
+    (dict(lr=0.1, momentum=0.9, dampening=0.1, nesterov=True), "Nesterov momentum needs momentum > 0 and dampening 0"),
+    (dict(lr=-0.1), "lr, momentum and weight_decay must be >= 0"),
+])
+def test_sgd_refuses_what_torch_refuses(kwargs, message):
+    with pytest.raises(phasor.Error, match=message):
+        phasor.optim.SGD([phasor.ones([2]).requires_grad_()], **kwargs)
