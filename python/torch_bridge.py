@@ -38,8 +38,10 @@ def _is_tensor(x):
 def wrap(fn):
     """fn(*args) of Phasor tensors (and any other arguments) -> a function of torch tensors,
     differentiable by torch.autograd through Phasor's backward. fn returns a tensor or a tuple of them.
-    The Phasor graph lives as long as torch's (backward may run more than once, as gradcheck does);
-    double backward is not supported."""
+    The Phasor graph lives as long as torch's (backward may run more than once, as gradcheck does).
+    Under create_graph=True the backward is itself a wrapped function (fn's vector-Jacobian product,
+    recomputed with Phasor's create_graph), so torch differentiates it again: double backward and
+    gradgradcheck work to any order Phasor's ops have."""
     torch = _torch()
 
     class _Function(torch.autograd.Function):
@@ -52,12 +54,15 @@ def wrap(fn):
             ctx.outputs = outs
             ctx.needs = [i for i, a in enumerate(inputs) if isinstance(a, _phasor.Tensor) and a.requires_grad]
             ctx.inputs = [inputs[i] for i in ctx.needs]
+            ctx.args = [None if _is_tensor(a) else a for a in args]  # the tensors are saved below
+            ctx.save_for_backward(*[a for a in args if _is_tensor(a)])
             results = tuple(_to_torch(o) for o in outs)
             return results[0] if ctx.single else results
 
         @staticmethod
-        @torch.autograd.function.once_differentiable
         def backward(ctx, *grads):
+            if torch.is_grad_enabled():  # create_graph=True: a backward torch can differentiate
+                return _differentiable_backward(fn, ctx, grads)
             grads_in = [None] * len(ctx.needs_input_grad)
             used = [(o, g) for o, g in zip(ctx.outputs, grads) if g is not None and o.requires_grad]
             if used and ctx.inputs:
@@ -73,6 +78,34 @@ def wrap(fn):
         return _Function.apply(*args)
 
     return wrapped
+
+
+def _differentiable_backward(fn, ctx, grads):
+    """The vector-Jacobian product of fn at ctx's inputs, as a wrapped function of the inputs and the
+    output gradients: Phasor recomputes fn and differentiates it with create_graph, and torch records it."""
+    saved = list(ctx.saved_tensors)
+    positions = [i for i, a in enumerate(ctx.args) if a is None]  # where the saved tensors go in fn's arguments
+    needs = [k for k, i in enumerate(positions) if i in ctx.needs]  # which of the saved tensors get gradients
+    used = [j for j, g in enumerate(grads) if g is not None]
+    grads_in = [None] * len(ctx.needs_input_grad)
+    if not needs or not used:
+        return tuple(grads_in)
+
+    def vjp(*xs_and_gs):
+        xs, gs = xs_and_gs[:len(saved)], xs_and_gs[len(saved):]
+        args = list(ctx.args)
+        for i, x in zip(positions, xs):
+            args[i] = x
+        out = fn(*args)
+        outs = [out] if ctx.single else list(out)
+        targets = [xs[k] for k in needs]
+        found = _phasor.grad([outs[j] for j in used], targets, list(gs), create_graph=True, allow_unused=True)
+        return tuple(_phasor.zeros(t.shape, dtype=t.dtype) if g is None else g for t, g in zip(targets, found))
+
+    found = wrap(vjp)(*saved, *[grads[j].contiguous() for j in used])
+    for k, g in zip(needs, found if isinstance(found, tuple) else (found,)):
+        grads_in[positions[k]] = g
+    return tuple(grads_in)
 
 
 @_functools.lru_cache(maxsize=None)

@@ -1,7 +1,8 @@
 """phasor.torch: Phasor's ops inside PyTorch's autograd. gradcheck through the
 bridge on each ready-made op (float64, and complex128 where the op takes
 complex), wrap() on a function of several inputs and outputs against the same
-maths in torch, no copy on the way in, and `import phasor` without torch."""
+maths in torch, double backward (gradgradcheck), no copy on the way in, and
+`import phasor` without torch."""
 import os
 import subprocess
 import sys
@@ -86,3 +87,34 @@ def test_import_without_torch_then_a_clear_error_on_use():
             "try:\n    phasor.torch.wrap(lambda x: x)\nexcept ImportError as e:\n    print('ImportError', e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), check=True)
     assert done.stdout.startswith("ImportError"), done.stdout + done.stderr
+
+
+def test_double_backward_through_wrap(torch):
+    """Under create_graph the bridge's backward is itself differentiable: torch's gradgradcheck
+    passes, and a Hessian-vector product matches the same maths written in torch."""
+    torch.manual_seed(5)
+    a = randn(torch, 3, 4, dtype=torch.complex128)
+    b = randn(torch, 4, 2, dtype=torch.complex128)
+    fn = pt.wrap(lambda a, b, c: (phasor.matmul(a, b) * c, (a * a.conj()).real.sum()))
+    assert torch.autograd.gradgradcheck(lambda a, b: fn(a, b, 0.5), (a, b))
+    x = randn(torch, 5, dtype=torch.float64)
+    v = torch.randn(5, dtype=torch.float64)
+    f = pt.wrap(lambda x: (x.sin() * x * x).sum())
+    (g,) = torch.autograd.grad(f(x), (x,), create_graph=True)
+    (hv,) = torch.autograd.grad(g, (x,), v)
+    xd = x.detach()
+    hessian_diagonal = -xd.sin() * xd * xd + 4 * xd.cos() * xd + 2 * xd.sin()  # (x^2 sin x)''
+    torch.testing.assert_close(hv, hessian_diagonal * v, rtol=1e-12, atol=0)
+
+
+def test_gradgradcheck_of_the_ready_made_ops(torch):
+    torch.manual_seed(6)
+    q, k, v = (randn(torch, B, N, H, D, dtype=torch.float64) for _ in range(3))
+    slopes = torch.tensor([0.5, 0.25], dtype=torch.float64)
+    assert torch.autograd.gradgradcheck(lambda q, k, v: pt.causal_attention(q, k, v, alibi_slopes=slopes), (q, k, v))
+    z = randn(torch, B, N, H, P, dtype=torch.complex128)
+    delta, bias = (randn(torch, H, P, dtype=torch.float64) for _ in range(2))
+    beta = randn(torch, H, dtype=torch.float64)
+    assert torch.autograd.gradgradcheck(lambda *a: pt.cmha_rotate(*a, offset=2), (z, delta, bias, beta))
+    table = torch.from_dlpack(phasor.rotary_table(N, P, offset=1, dtype=phasor.complex128))
+    assert torch.autograd.gradgradcheck(lambda z: pt.rotary(z, table), (z,))
