@@ -35,6 +35,9 @@ def _is_tensor(x):
     return isinstance(x, _torch().Tensor)
 
 
+_SAVED = object()  # in ctx.args, the place of a tensor argument (kept by save_for_backward)
+
+
 def wrap(fn):
     """fn(*args) of Phasor tensors (and any other arguments) -> a function of torch tensors,
     differentiable by torch.autograd through Phasor's backward. fn returns a tensor or a tuple of them.
@@ -54,7 +57,7 @@ def wrap(fn):
             ctx.outputs = outs
             ctx.needs = [i for i, a in enumerate(inputs) if isinstance(a, _phasor.Tensor) and a.requires_grad]
             ctx.inputs = [inputs[i] for i in ctx.needs]
-            ctx.args = [None if _is_tensor(a) else a for a in args]  # the tensors are saved below
+            ctx.args = [_SAVED if _is_tensor(a) else a for a in args]  # the tensors are saved below
             ctx.save_for_backward(*[a for a in args if _is_tensor(a)])
             results = tuple(_to_torch(o) for o in outs)
             return results[0] if ctx.single else results
@@ -84,7 +87,7 @@ def _differentiable_backward(fn, ctx, grads):
     """The vector-Jacobian product of fn at ctx's inputs, as a wrapped function of the inputs and the
     output gradients: Phasor recomputes fn and differentiates it with create_graph, and torch records it."""
     saved = list(ctx.saved_tensors)
-    positions = [i for i, a in enumerate(ctx.args) if a is None]  # where the saved tensors go in fn's arguments
+    positions = [i for i, a in enumerate(ctx.args) if a is _SAVED]  # where the saved tensors go in fn's arguments
     needs = [k for k, i in enumerate(positions) if i in ctx.needs]  # which of the saved tensors get gradients
     used = [j for j, g in enumerate(grads) if g is not None]
     grads_in = [None] * len(ctx.needs_input_grad)
