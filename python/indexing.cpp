@@ -3,6 +3,7 @@
 // lacks, a slice with a step, is recorded here with its adjoint.
 #include "python/indexing.h"
 
+#include <algorithm>
 #include <string>
 #include <variant>
 #include <vector>
@@ -102,14 +103,12 @@ std::vector<Entry> entries(const Tensor& t, const py::handle& index) {
   } else {
     out.push_back(entry(index));
   }
-  int taken = 0, ellipses = 0, arrays = 0;
+  int taken = 0, ellipses = 0;
   for (const Entry& e : out) {
     taken += dims_taken(e);
     ellipses += std::holds_alternative<Ellipsis>(e);
-    arrays += std::holds_alternative<Array>(e);
   }
   if (ellipses > 1) throw py::index_error("an index can only have a single ellipsis ('...')");
-  if (arrays > 1) throw py::index_error("only one integer or boolean array per index is supported");
   if (taken > t.dim())
     throw py::index_error("too many indices for tensor: tensor is " + std::to_string(t.dim()) + "-dimensional, but " +
                           std::to_string(taken) + " were indexed");
@@ -124,15 +123,15 @@ std::vector<Entry> entries(const Tensor& t, const py::handle& index) {
   return expanded;
 }
 
-// The basic entries applied (the array entry, if any, left for later: its
-// dimensions kept whole, starting at dimension `array_at` of `view`).
+// The basic entries applied; the array entries left for later, their
+// dimensions kept whole in `view`.
 struct Basic {
   Tensor view;
-  int array_at = -1;
-  const Array* array = nullptr;
+  std::vector<std::pair<int, const Array*>> arrays;  // each array and the first dim of `view` it indexes
   std::vector<int> reversed;  // dims of `view` read backwards (negative steps), when not flipped
-  // NumPy's rule: when ints and the array are apart (a slice or None between
-  // them), the array's dims go first in the result, not in its place.
+  // NumPy's rule: when the advanced indices (arrays and ints) are apart (a
+  // slice or None between them), the picked dims go first in the result, not
+  // in the arrays' place.
   bool array_first = false;
 };
 
@@ -193,8 +192,7 @@ Basic apply_basic(const Tensor& t, const std::vector<Entry>& es, bool flip_negat
     } else if (std::holds_alternative<NewAxis>(e)) {
       b.view = unsqueeze(b.view, d++);
     } else if (const Array* a = std::get_if<Array>(&e)) {
-      b.array_at = d;
-      b.array = a;
+      b.arrays.emplace_back(d, a);
       b.array_first = b.array_first || advanced_apart(es);
       d += a->dims();
       axis += a->dims();
@@ -203,40 +201,108 @@ Basic apply_basic(const Tensor& t, const std::vector<Entry>& es, bool flip_negat
   return b;
 }
 
-// What an array entry picks from dims [at, at + k) of `view`: positions in
-// those dims flattened row-major, and the shape they take in the result.
+// What the array entries pick together. Each integer array indexes one dim of
+// the view and a boolean one as many as it has (as the integer arrays of its
+// true positions, NumPy's nonzero()); all of them broadcast to one shape.
 struct Picks {
-  std::vector<int64_t> flat;
-  Dims shape;   // of the picked positions in the result
-  Dims over;    // the dims they index
+  std::vector<int> dims;       // the dims of the view they index, in order
+  Dims over;                   // those dims' sizes
+  Dims shape;                  // the broadcast shape of the picked positions
+  std::vector<int64_t> flat;   // each picked position (row-major in `shape`) as a row-major offset in `over`
 };
 
-Picks picks(const Tensor& view, int at, const Array& a) {
+std::string shape_text(const Dims& shape) {
+  std::string out = "(";
+  for (int i = 0; i < shape.size(); ++i) out += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+  return out + ")";
+}
+
+Picks picks(const Tensor& view, const std::vector<std::pair<int, const Array*>>& arrays) {
+  struct Coordinates {
+    Dims shape;
+    std::vector<int64_t> values;  // row-major in shape, within [0, size of the dim)
+  };
   Picks p;
-  if (a.values.dtype() == DType::Int64) {
-    const int64_t n = view.size(at);
-    p.over = Dims{n};
-    p.shape = a.values.shape();
-    for (int64_t i : a.values.to_vector<int64_t>()) {
-      if (i < -n || i >= n)
-        throw py::index_error("index " + std::to_string(i) + " is out of bounds for dimension " + std::to_string(at) +
-                              " with size " + std::to_string(n));
-      p.flat.push_back(i < 0 ? i + n : i);
+  std::vector<Coordinates> coords;
+  for (const auto& [at, a] : arrays) {
+    if (a->values.dtype() == DType::Int64) {
+      const int64_t n = view.size(at);
+      Coordinates c{a->values.shape(), {}};
+      for (int64_t i : a->values.to_vector<int64_t>()) {
+        if (i < -n || i >= n)
+          throw py::index_error("index " + std::to_string(i) + " is out of bounds for dimension " + std::to_string(at) + " with size " +
+                                std::to_string(n));
+        c.values.push_back(i < 0 ? i + n : i);
+      }
+      p.dims.push_back(at), p.over.push_back(n);
+      coords.push_back(std::move(c));
+      continue;
     }
-    return p;
+    const int k = a->values.dim();
+    for (int i = 0; i < k; ++i)
+      if (a->values.size(i) != view.size(at + i))
+        throw py::index_error("boolean index did not match indexed tensor along dimension " + std::to_string(at + i) + "; dimension is " +
+                              std::to_string(view.size(at + i)) + " but corresponding boolean dimension is " +
+                              std::to_string(a->values.size(i)));
+    const std::vector<uint8_t> mask = a->values.to_vector<uint8_t>();
+    std::vector<Coordinates> mine(k);
+    for (size_t flat = 0; flat < mask.size(); ++flat) {
+      if (!mask[flat]) continue;
+      int64_t rest = static_cast<int64_t>(flat);
+      for (int i = k - 1; i >= 0; --i) {
+        mine[i].values.push_back(rest % a->values.size(i));
+        rest /= a->values.size(i);
+      }
+    }
+    for (int i = 0; i < k; ++i) {
+      mine[i].shape = Dims{static_cast<int64_t>(mine[i].values.size())};
+      p.dims.push_back(at + i), p.over.push_back(view.size(at + i));
+      coords.push_back(std::move(mine[i]));
+    }
   }
-  for (int i = 0; i < a.values.dim(); ++i) {
-    if (a.values.size(i) != view.size(at + i))
-      throw py::index_error("boolean index did not match indexed tensor along dimension " + std::to_string(at + i) +
-                            "; dimension is " + std::to_string(view.size(at + i)) + " but corresponding boolean dimension is " +
-                            std::to_string(a.values.size(i)));
-    p.over.push_back(view.size(at + i));
+  // NumPy's broadcast of the index arrays, aligned at their last dims.
+  int rank = 0;
+  for (const Coordinates& c : coords) rank = std::max(rank, static_cast<int>(c.shape.size()));
+  std::vector<int64_t> shape(rank, 1);
+  for (const Coordinates& c : coords)
+    for (int i = 0; i < c.shape.size(); ++i) {
+      int64_t& s = shape[rank - c.shape.size() + i];
+      if (c.shape[i] != s && c.shape[i] != 1 && s != 1) {
+        std::string shapes;
+        for (const Coordinates& each : coords) shapes += " " + shape_text(each.shape);
+        throw py::index_error("shape mismatch: indexing arrays could not be broadcast together with shapes" + shapes);
+      }
+      if (s == 1) s = c.shape[i];
+    }
+  p.shape = Dims(shape);
+  const int64_t count = p.shape.numel();
+  p.flat.assign(count, 0);
+  for (size_t j = 0; j < coords.size(); ++j) {
+    const Coordinates& c = coords[j];
+    for (int64_t out = 0; out < count; ++out) {  // the position in c that broadcasting reads for `out`
+      int64_t rest = out, at = 0, stride = 1;
+      for (int i = rank - 1; i >= 0; --i) {
+        const int64_t coordinate = rest % shape[i];
+        rest /= shape[i];
+        const int own = i - (rank - static_cast<int>(c.shape.size()));
+        if (own >= 0) {
+          if (c.shape[own] != 1) at += coordinate * stride;
+          stride *= c.shape[own];
+        }
+      }
+      p.flat[out] = p.flat[out] * p.over[j] + c.values[at];
+    }
   }
-  const std::vector<uint8_t> mask = a.values.to_vector<uint8_t>();
-  for (size_t i = 0; i < mask.size(); ++i)
-    if (mask[i]) p.flat.push_back(static_cast<int64_t>(i));
-  p.shape = Dims{static_cast<int64_t>(p.flat.size())};
   return p;
+}
+
+// The order of dims that puts `first` in front, the others after them in order.
+Dims front_order(int rank, const std::vector<int>& first) {
+  Dims order;
+  for (int d : first) order.push_back(d);
+  for (int d = 0; d < rank; ++d)
+    if (std::find(first.begin(), first.end(), d) == first.end()) order.push_back(d);
+  return order;
 }
 
 // `shape` with dims [at, at + k) replaced by `middle`.
@@ -260,49 +326,59 @@ Tensor value_tensor(const py::handle& value) {
 Tensor get_item(const Tensor& t, const py::handle& index) {
   const std::vector<Entry> es = entries(t, index);
   const Basic b = apply_basic(t, es, /*flip_negative_steps=*/true);
-  if (!b.array) return b.view;
-  const Picks p = picks(b.view, b.array_at, *b.array);
-  const int k = p.over.size();
-  const Tensor rows = k == 1 ? b.view : flatten(b.view, b.array_at, b.array_at + k - 1);
-  const Tensor picked = index_select(rows, b.array_at, positions(p.flat));
-  const Tensor out = reshape(picked, splice(rows.shape(), b.array_at, 1, p.shape));
-  return b.array_first ? permute(out, move_order(out.dim(), b.array_at, p.shape.size(), true)) : out;
+  if (b.arrays.empty()) return b.view;
+  // The indexed dims to the front, flattened into one, and the picked rows taken.
+  const Picks p = picks(b.view, b.arrays);
+  const int k = p.dims.size(), n = p.shape.size();
+  const Tensor front = permute(b.view, front_order(b.view.dim(), p.dims));
+  const Tensor rows = k == 1 ? front : flatten(front, 0, k - 1);
+  const Tensor picked = index_select(rows, 0, positions(p.flat));
+  const Tensor out = reshape(picked, splice(rows.shape(), 0, 1, p.shape));
+  // NumPy's place for them: first where the advanced indices are apart, else where the first array was.
+  return b.array_first || p.dims.front() == 0 ? out : permute(out, move_order(out.dim(), p.dims.front(), n, false));
 }
 
 void set_item(const Tensor& t, const py::handle& index, const py::handle& value) {
   const std::vector<Entry> es = entries(t, index);
   const Basic b = apply_basic(t, es, /*flip_negative_steps=*/false);
-  const Picks p = b.array ? picks(b.view, b.array_at, *b.array) : Picks{};
-  const int k = p.over.size();
-  // The value broadcast to the indexed shape, then read backwards where the view is.
   Tensor v = value_tensor(value);
   if (v.is_complex() && !t.is_complex())  // a conversion would drop the imaginary parts without a word
     throw py::type_error(std::string("cannot write complex values into a ") + dtype_name(t.dtype()) + " tensor: write their .real");
-  const Dims target = b.array ? splice(b.view.shape(), b.array_at, k, p.shape) : b.view.shape();
-  if (b.array_first) {  // broadcast to NumPy's shape, then put back in this layout
-    const Dims order = move_order(target.size(), b.array_at, p.shape.size(), true);
-    Dims numpy_shape;
-    for (int64_t d : order) numpy_shape.push_back(target[static_cast<int>(d)]);
-    v = ops::permute(ops::expand(v, numpy_shape), move_order(target.size(), b.array_at, p.shape.size(), false));
-  } else if (!b.reversed.empty() || b.array) {
-    v = ops::expand(v, target);
-  }
-  for (int d : b.reversed) v = flip(v, b.array && d > b.array_at ? d - k + p.shape.size() : d);
-  if (!b.array) {
+  if (b.arrays.empty()) {  // the value broadcast to the view, read backwards where the view is
+    if (!b.reversed.empty()) v = ops::expand(v, b.view.shape());
+    for (int d : b.reversed) v = flip(v, d);
     ops::copy_(b.view, v);
     return;
   }
+  const Picks p = picks(b.view, b.arrays);
+  const int k = p.dims.size(), n = p.shape.size();
+  const Tensor front = ops::permute(b.view, front_order(b.view.dim(), p.dims));
+  // The value broadcast to NumPy's result shape, then laid out as `front` with the picked dims first.
+  const Dims picked_first = splice(front.shape(), 0, k, p.shape);
+  const int at = b.array_first ? 0 : p.dims.front();
+  const Dims numpy_order = at == 0 ? Dims() : move_order(picked_first.size(), at, n, false);
+  Dims numpy_shape = picked_first;
+  if (at != 0) {
+    numpy_shape = Dims();
+    for (int64_t d : numpy_order) numpy_shape.push_back(picked_first[static_cast<int>(d)]);
+  }
+  v = ops::expand(v, numpy_shape);
+  if (at != 0) v = ops::permute(v, move_order(numpy_shape.size(), at, n, true));
+  for (int d : b.reversed) {  // a dim of the view read backwards: its place among the dims after the picked ones
+    const int before = static_cast<int>(std::count_if(p.dims.begin(), p.dims.end(), [d](int x) { return x < d; }));
+    v = flip(v, n + d - before);
+  }
   // One write per picked position (the last one wins where positions repeat, as in NumPy).
-  v = reshape(v, splice(target, b.array_at, p.shape.size(), Dims{static_cast<int64_t>(p.flat.size())}));
+  v = reshape(v, splice(picked_first, 0, n, Dims{static_cast<int64_t>(p.flat.size())}));
   for (size_t j = 0; j < p.flat.size(); ++j) {
-    Tensor dst = b.view;
+    Tensor dst = front;
     int64_t rest = p.flat[j], block = p.over.numel();
     for (int i = 0; i < k; ++i) {  // the flat position as one coordinate per indexed dim
       block /= p.over[i];
-      dst = ops::select(dst, b.array_at, rest / block);
+      dst = ops::select(dst, 0, rest / block);
       rest %= block;
     }
-    ops::copy_(dst, ops::select(v, b.array_at, static_cast<int64_t>(j)));
+    ops::copy_(dst, ops::select(v, 0, static_cast<int64_t>(j)));
   }
 }
 

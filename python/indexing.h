@@ -1,7 +1,7 @@
 #pragma once
 // t[index] and t[index] = value as NumPy has them: ints (negative from the
-// end), slices with any step, `...`, None, and one integer or boolean array
-// (a Phasor tensor, a NumPy array or a list) among them.
+// end), slices with any step, `...`, None, and integer or boolean arrays (a
+// Phasor tensor, a NumPy array or a list) among them, broadcast together.
 #include <pybind11/pybind11.h>
 
 #include "tensor/tensor.h"
