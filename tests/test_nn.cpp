@@ -757,8 +757,8 @@ TEST_CASE("SGD with momentum: two steps against the formula, with and without we
   Tensor q = from_vector<float>({3.0f, -1.0f});
   Tensor z = from_vector<c64>({{1.0f, 1.0f}, {-2.0f, 0.5f}});
   for (Tensor* t : {&p, &q, &z}) t->requires_grad_();
-  nn::SGD decayed({{"p", p}}, lr, mom, wd);
-  nn::SGD plain({{"q", q}, {"z", z}}, lr, mom, 0.0);
+  nn::SGD decayed({{"p", p}}, {.lr = lr, .momentum = mom, .weight_decay = wd});
+  nn::SGD plain({{"q", q}, {"z", z}}, {.lr = lr, .momentum = mom});
 
   const std::vector<double> gp1{0.5, -1, 2}, gp2{-0.25, 0.5, 1};
   const std::vector<double> gq1{1, 2}, gq2{-3, 0.5};
@@ -797,12 +797,15 @@ TEST_CASE("SGD with momentum: two steps against the formula, with and without we
   // Without momentum: plain gradient descent.
   Tensor w = from_vector<float>({1.0f, 2.0f});
   w.requires_grad_();
-  nn::SGD sgd({{"w", w}}, 0.5);
+  nn::SGD sgd({{"w", w}}, {.lr = 0.5});
   w.set_grad(from_vector<float>({2.0f, -4.0f}));
   sgd.step();
   CHECK(values(w) == std::vector<double>{0.0, 4.0});
   sgd.zero_grad();
   CHECK(!w.grad().defined());
+  // PyTorch's refusals.
+  CHECK(contains(error_of([&] { nn::SGD({{"w", w}}, {.lr = 0.1, .nesterov = true}); }), "Nesterov momentum needs momentum > 0"));
+  CHECK(contains(error_of([&] { nn::SGD({{"w", w}}, {.lr = -1.0}); }), "must be >= 0"));
 }
 
 TEST_CASE("warmup_cosine_lr: linear warm-up, cosine decay, floor at min_lr") {
