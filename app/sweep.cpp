@@ -53,19 +53,20 @@ static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff) {
 }
 
 // Does the complexformer - rope gap move with model size? Three sizes: the
-// quick preset's model, the README's and one four times that, each variant of
+// quick preset's model, the README's and one 3.9 times that, each variant of
 // a size of one shape, trained in bf16 by the token rule below, evaluated at
 // the training length, 4x and 16x it on both tasks.
 // Token rule: 20 tokens per parameter (Chinchilla's ratio), capped at 8,192,000
 // (4000 steps of 16 x 128): 117k -> 1144 steps (20 tokens/parameter), 837k and
 // 3.3M -> 4000 (9.8 and 2.5): the cap is what the budget allows the larger two.
-// Budget (docs/RESULTS.md, "Scaling"): CPU seconds per bf16 step on one thread,
-// the mean of the four variants, measured on this 2-core machine: 0.023 (117k),
-// 0.081 (837k), 0.236 (3.3M); about 10 s more per cell for loading, evaluation
-// and saving. A cell: 36 s, 334 s, 954 s; 8 cells (2 tasks x 4 variants) per
-// size and seed, 3 seeds, two cells at once on the two cores:
-// 3 x 8 x (36 + 334 + 954) / 2 = 15,900 s, plus about 150 s of throughput
-// rounds: 4.5 hours, a quarter under the 6 allowed, for the load of a shared machine.
+// Budget (docs/RESULTS.md, "Scaling"): CPU seconds per bf16 step on one
+// thread, the mean of the four variants, measured on this 2-core machine as the
+// difference of whole cells of 20 and 60 steps: 0.025 (117k), 0.078 (837k),
+// 0.214 (3.3M), plus 1.4, 3.9 and 8.9 s per cell for loading, evaluation and
+// saving. A cell: 30 s, 315 s, 864 s; 8 cells (2 tasks x 4 variants) per size
+// and seed, 3 seeds, two cells at once on the two cores:
+// 3 x 8 x (30 + 315 + 864) / 2 = 14,508 s, plus about 3 minutes of throughput
+// rounds: 4.1 hours, under the 6 allowed with room for a machine not quite idle.
 static void scale_preset(SweepPlan& p) {
   p.tasks = {"kjv", "code"};
   for (const SweepVariant& v : main_grid(0, 0))  // the sizes give d_model and d_ff
@@ -92,11 +93,10 @@ static void scale_preset(SweepPlan& p) {
     int64_t n_layers, n_heads, d_model, d_ff;
   };
   for (const Shape& s : {Shape{"117k", 2, 4, 64, 176}, Shape{"837k", 4, 4, 128, 352}, Shape{"3.3M", 4, 8, 256, 704}}) {
-    ModelConfig rope;  // the rule counts RoPE's parameters: complexformer adds under 0.1%, alibi none
-    rope.position = Position::Rope;
-    rope.n_layers = s.n_layers, rope.n_heads = s.n_heads, rope.d_model = s.d_model, rope.d_ff = s.d_ff;
-    const int64_t steps = token_rule_steps(p, rope.parameter_count());
-    p.sizes.push_back({s.name, s.n_layers, s.n_heads, s.d_model, s.d_ff, steps, steps / 20});
+    SweepSize size{s.name, s.n_layers, s.n_heads, s.d_model, s.d_ff, 0, 0};
+    size.steps = token_rule_steps(p, size_parameters(size));
+    size.warmup = size.steps / 20;
+    p.sizes.push_back(size);
   }
 }
 
@@ -166,6 +166,13 @@ SweepPlan sweep_preset(const std::string& name) {
     fail("sweep: unknown preset '", name, "' (quick, long, full or scale)");
   }
   return p;
+}
+
+double size_parameters(const SweepSize& size) {
+  ModelConfig rope;
+  rope.position = Position::Rope;
+  rope.n_layers = size.n_layers, rope.n_heads = size.n_heads, rope.d_model = size.d_model, rope.d_ff = size.d_ff;
+  return rope.parameter_count();
 }
 
 int64_t token_rule_steps(const SweepPlan& plan, double parameters) {
@@ -420,6 +427,7 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
   PHASOR_CHECK(!summary.interrupted, "sweep: cell ", cell.name, " was interrupted");
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+  const auto eval_start = std::chrono::steady_clock::now();
   const auto model = load_model(latest_checkpoint(run_dir) + "/model.safetensors");  // float32: evaluation is, whatever the training's precision
   if (plan.device == "cuda") model->to(cuda(0));
   const std::vector<int64_t> validation = ByteTokenizer().encode(read_text_file(run_dir + "/validation.txt"));
@@ -430,6 +438,7 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
     const EvalResult r = evaluate(*model, validation, length, windows, std::max<int64_t>(1, 2048 / length));
     eval[std::to_string(length)] = {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}};
   }
+  const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
   const std::string checkpoint = latest_checkpoint(run_dir);
   json result = {{"cell", cell.name},
                  {"task", cell.task},
@@ -439,6 +448,7 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
                  {"steps", summary.steps_done},
                  {"tokens_trained", summary.steps_done * plan.batch * plan.seq_len()},
                  {"train_seconds", train_seconds},
+                 {"eval_seconds", eval_seconds},
                  {"final_train_loss", summary.final_loss},
                  {"skipped_steps", summary.skipped_steps},
                  {"eval", eval},
@@ -531,7 +541,7 @@ void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::str
   size_t next = 0, finished = total - todo.size();
   const auto start = std::chrono::steady_clock::now();
   const auto minutes_so_far = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60; };
-  const auto may_start = [&] { return stop_after_minutes <= 0 || minutes_so_far() < stop_after_minutes; };
+  const auto may_start = [&] { return stop_after_minutes < 0 || minutes_so_far() < stop_after_minutes; };
   while ((next < todo.size() && may_start()) || !running.empty()) {
     while (next < todo.size() && running.size() < static_cast<size_t>(std::max(1, plan.jobs)) && may_start()) {
       const SweepCell& c = todo[next++];

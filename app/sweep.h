@@ -90,6 +90,9 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
 // bf16: a 2-core CPU in at most 6 hours, run in pieces).
 
 SweepPlan sweep_preset(const std::string& name);
+// The parameters of RoPE's model at a size: what the token rule counts (the
+// other variants differ by under 0.1%: complexformer adds its angles, alibi nothing).
+double size_parameters(const SweepSize& size);
 // The training steps the plan's token rule gives a model of `parameters`:
 // min(tokens_per_parameter x parameters, max_tokens) tokens, rounded up to whole steps.
 int64_t token_rule_steps(const SweepPlan& plan, double parameters);
@@ -111,9 +114,10 @@ std::vector<SweepCell> sweep_cells(const SweepPlan& plan);
 // Runs every cell without a result.json (restarting interrupted ones), `jobs`
 // at a time as child processes of `self_exe` (`phasor sweep --cell NAME`), then
 // measures throughput if not done yet. Throws naming the cells that failed.
-// stop_after_minutes > 0: no cell starts after that many minutes (the running
-// ones finish), so a long sweep runs in pieces; the throughput waits for the last piece.
-void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe, double stop_after_minutes = 0);
+// stop_after_minutes >= 0: no cell starts after that many minutes (the running
+// ones finish; 0: none starts, only the plan is written), so a long sweep runs
+// in pieces; the throughput waits for the last piece. Negative: no limit.
+void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe, double stop_after_minutes = -1);
 // Trains and evaluates one cell in this process, writing its result.json.
 void run_sweep_cell(const std::string& out_dir, const std::string& cell_name);
 

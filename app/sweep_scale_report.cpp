@@ -112,7 +112,7 @@ void write_setup(std::ostream& md, const ScaleResults& r) {
      << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   const std::vector<SweepCell> cells = sweep_cells(p);
   for (const SweepSize& s : p.sizes) {
-    const double params = rope_parameters(r, s.name);
+    const double params = size_parameters(s);
     const int64_t tokens = s.steps * p.batch * p.seq_len();
     size_t done = 0, of = 0;
     for (const SweepCell& c : cells)
@@ -120,8 +120,8 @@ void write_setup(std::ostream& md, const ScaleResults& r) {
         ++of, done += std::find(r.missing.begin(), r.missing.end(), c.name) == r.missing.end();
     const auto seconds = r.cell_seconds.find(s.name);
     md << "| " << s.name << " | " << s.n_layers << " | " << s.n_heads << " | " << s.d_model << " | " << s.d_ff << " | "
-       << (params > 0 ? format_number("%.0f", params) : "–") << " | " << s.steps << " | " << s.warmup << " | " << tokens << " | "
-       << (params > 0 ? format_number("%.1f", static_cast<double>(tokens) / params) : "–") << " | "
+       << format_number("%.0f", params) << " | " << s.steps << " | " << s.warmup << " | " << tokens << " | "
+       << format_number("%.1f", static_cast<double>(tokens) / params) << " | "
        << (seconds != r.cell_seconds.end() ? format_number("%.0f s", median(seconds->second.values)) : "–") << " | " << done << " / " << of
        << " |\n";
   }
@@ -129,9 +129,14 @@ void write_setup(std::ostream& md, const ScaleResults& r) {
   if (r.missing.size() == r.cells) {
     md << "**No cells yet**: the tables below fill as cells finish.\n\n";
   } else if (!r.missing.empty()) {
-    md << "**" << r.cells - r.missing.size() << " of " << r.cells << " cells done**; the tables cover only those. Not yet done:";
-    for (const auto& name : r.missing) md << " `" << name << "`";
-    md << ".\n\n";
+    md << "**" << r.cells - r.missing.size() << " of " << r.cells << " cells done**; the tables cover only those. ";
+    if (r.missing.size() > 24) {  // more than a size's worth: the table's last column says where
+      md << r.missing.size() << " not yet done (the last column above counts each size's).\n\n";
+    } else {
+      md << "Not yet done:";
+      for (const auto& name : r.missing) md << " `" << name << "`";
+      md << ".\n\n";
+    }
   } else {
     md << "All " << r.cells << " cells done.\n\n";
   }

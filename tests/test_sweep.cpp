@@ -233,7 +233,10 @@ TEST_CASE("the scale preset: the quick model, the README's and four times it, fo
   CHECK(p.sizes[0].steps == 1144);
   CHECK(p.sizes[1].steps == 4000);
   CHECK(p.sizes[2].steps == 4000);
-  for (const SweepSize& s : p.sizes) CHECK(s.steps == token_rule_steps(p, rope_parameters(s.n_layers, s.n_heads, s.d_model, s.d_ff)));
+  for (const SweepSize& s : p.sizes) {
+    CHECK(size_parameters(s) == rope_parameters(s.n_layers, s.n_heads, s.d_model, s.d_ff));
+    CHECK(s.steps == token_rule_steps(p, size_parameters(s)));
+  }
 
   const auto cells = sweep_cells(p);
   CHECK(cells.size() == p.sizes.size() * static_cast<size_t>(p.seeds) * p.tasks.size() * p.variants.size());
@@ -310,7 +313,7 @@ TEST_CASE("a sweep of two sizes records each cell's config, commit and checkpoin
   // The second run trains nothing; a cell run again from scratch reproduces its weights and losses bit for bit.
   const auto first = nlohmann::json::parse(read_text_file((out / "cells" / cells[3].name / "result.json").string()));
   fs::remove(out / "cells" / cells[3].name / "result.json");
-  run_sweep(plan, out.string(), PHASOR_CLI_PATH, /*stop_after_minutes=*/1e-9);  // past its time before the first cell: starts none
+  run_sweep(plan, out.string(), PHASOR_CLI_PATH, /*stop_after_minutes=*/0);  // --stop-after 0: starts none
   CHECK(!fs::exists(out / "cells" / cells[3].name / "result.json"));
   run_sweep(plan, out.string(), PHASOR_CLI_PATH);
   for (size_t i = 0; i < 3; ++i) CHECK(fs::last_write_time(out / "cells" / cells[i].name / "result.json") == stamps[cells[i].name]);
@@ -368,7 +371,7 @@ TEST_CASE("the scale report: means, standard errors, gaps and their fit from syn
   CHECK(report.find("| kjv | complexformer-paper | 3 | +0.1000 ± 0.1000 | 0.00 (1 dof) | not distinguishable from zero |") != std::string::npos);
   CHECK(report.find("| code | complexformer-paper | 3 | +0.1000 ± 0.0100 | 0.00 (1 dof) | **distinguishable from zero** |") != std::string::npos);
   CHECK(report.find("| 117k | 200.0 (2.00x) | 100.0 (1.00x) |") != std::string::npos);  // 2048 tokens a step at 10240 and 20480 tokens/s
-  CHECK(report.find("| 117k | 2 | 4 | 64 | 176 | 100000 | 1144 |") != std::string::npos);
+  CHECK(report.find("| 117k | 2 | 4 | 64 | 176 | 117056 | 1144 | 57 | 2342912 | 20.0 | 10 s | 8 / 8 |") != std::string::npos);
   const std::string chart = read_text_file((out / "gap_code.svg").string());
   CHECK(count_of(chart, "class=\"error-bar\"") == 3);
   CHECK(count_of(chart, "<circle") == 3);

@@ -34,7 +34,7 @@ class Sweep final : public Command {
     flags.option("--variants", variants_, "only these of the preset's variants, by name (e.g. complexformer-rope rope)");
     flags.option("--throughput-rounds", rounds_, "rounds of the throughput measurement (default: the preset's)").within(int64_t{0}, int64_t{100});
     flags.option("--device", device_, "cpu or cuda (default: the preset's)").one_of({"cpu", "cuda"});
-    flags.option("--stop-after", stop_after_, "start no cell after this many minutes (running ones finish); rerun to continue").finite_within(0, 1e6);
+    flags.option("--stop-after", stop_after_, "start no cell after this many minutes (running ones finish; 0: only write the plan); rerun to continue").finite_within(0, 1e6);
     flags.flag("--report-only", report_only_, "only rewrite report.md and the plots from the results so far");
     flags.option("--cell", cell_, "run one cell of an existing sweep in this process (what the sweep itself starts)");
   }
@@ -67,7 +67,7 @@ class Sweep final : public Command {
   int64_t steps_ = 0, seeds_ = 0, eval_tokens_ = 0, arith_ = -1, rounds_ = -1;
   std::vector<std::string> tasks_, files_, variants_;
   int jobs_ = 0;
-  double stop_after_ = 0;
+  double stop_after_ = -1;  // no limit
   bool report_only_ = false;
 };
 
