@@ -305,20 +305,30 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
   PHASOR_CHECK(!plan.variants.empty(), "sweep: --variants chose only efficiency variants; name at least one of the main grid's");
 }
 
+// The sizes of a plan; one of a single size has one, unnamed, whose width each variant gives.
+static std::vector<SweepSize> sizes_of(const SweepPlan& plan) {
+  if (!plan.sizes.empty()) return plan.sizes;
+  return {{"", plan.n_layers, plan.n_heads, 0, 0, plan.steps, plan.warmup}};
+}
+
+// A variant at a size: the width of the size (of a named one) or of the variant (the unnamed one).
+static void fit_to_size(SweepSize& size, SweepVariant& v) {
+  if (size.name.empty())
+    size.d_model = v.d_model, size.d_ff = v.d_ff;
+  else
+    v.d_model = size.d_model, v.d_ff = size.d_ff;
+}
+
 std::vector<SweepCell> sweep_cells(const SweepPlan& plan) {
   std::vector<SweepCell> cells;
-  const auto add = [&](const std::string& task, const SweepSize& size, SweepVariant v, int64_t seed) {
-    SweepSize shape = size;
-    if (size.name.empty())
-      shape.d_model = v.d_model, shape.d_ff = v.d_ff;
-    else
-      v.d_model = size.d_model, v.d_ff = size.d_ff;
+  const auto add = [&](const std::string& task, SweepSize size, SweepVariant v, int64_t seed) {
+    fit_to_size(size, v);
     std::string name = task + "-" + (size.name.empty() ? "" : size.name + "-") + v.name + "-s" + std::to_string(seed);
     std::replace(name.begin(), name.end(), '/', '_');  // "3/4" in a variant name
-    cells.push_back({name, task, v, shape, seed, plan.long_context(task)});
+    cells.push_back({name, task, v, size, seed, plan.long_context(task)});
   };
   if (plan.sizes.empty()) {
-    const SweepSize one{"", plan.n_layers, plan.n_heads, 0, 0, plan.steps, plan.warmup};
+    const SweepSize one = sizes_of(plan).front();
     for (const auto& task : plan.tasks)
       for (const auto& v : plan.variants)
         for (int64_t seed = 1; seed <= plan.seeds; ++seed) add(task, one, v, seed);
@@ -491,14 +501,12 @@ pid_t spawn_cell(const std::string& self_exe, const std::string& out_dir, const 
 json measure_throughput(const SweepPlan& plan, const std::string& out_dir) {
   std::vector<SweepVariant> variants = plan.variants;
   variants.insert(variants.end(), plan.efficiency.begin(), plan.efficiency.end());
-  std::vector<SweepSize> sizes = plan.sizes;
-  if (sizes.empty()) sizes.push_back({"", plan.n_layers, plan.n_heads, 0, 0, plan.steps, plan.warmup});
   json out = json::object();
   for (int64_t round = 1; round <= plan.throughput_rounds; ++round) {
-    for (const SweepSize& size : sizes) {
+    for (const SweepSize& size : sizes_of(plan)) {
       for (SweepVariant v : variants) {
         SweepSize shape = size;
-        if (size.name.empty()) shape.d_model = v.d_model, shape.d_ff = v.d_ff;
+        fit_to_size(shape, v);
         shape.steps = plan.throughput_steps;  // same threads as a cell: a tiny model gains little from more
         SweepCell cell{"throughput", plan.long_context_task, v, shape, round, false};
         const std::string run_dir = out_dir + "/throughput/run";

@@ -46,7 +46,7 @@ ScaleResults read_scale_results(const std::string& out_dir) {
     }
     const json j = read_sweep_json(path);
     try {
-      for (int64_t length : r.plan.eval_lengths)
+      for (int64_t length : cell.long_context ? r.plan.eval_lengths : std::vector<int64_t>{r.plan.seq_len()})
         r.loss[cell.task][cell.size.name][cell.variant.name][length].values.push_back(j.at("eval").at(std::to_string(length)).at("loss"));
       r.parameters[cell.size.name][cell.variant.name] = j.at("parameters").get<double>();
       r.cell_seconds[cell.size.name].values.push_back(j.at("train_seconds"));
