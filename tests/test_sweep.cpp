@@ -310,7 +310,10 @@ TEST_CASE("a sweep of two sizes records each cell's config, commit and checkpoin
           text_hash(read_text_file((out / "cells" / c.name / r["checkpoint"].get<std::string>() / "model.safetensors").string())));
     stamps[c.name] = fs::last_write_time(result);
   }
-  // The second run trains nothing; a cell run again from scratch reproduces its weights and losses bit for bit.
+  // The second run trains nothing new.
+  run_sweep(plan, out.string(), PHASOR_CLI_PATH);
+  for (const auto& c : cells) CHECK(fs::last_write_time(out / "cells" / c.name / "result.json") == stamps[c.name]);
+  // Stopped at once, a run starts nothing; a cell run again from scratch reproduces its weights and losses bit for bit.
   const auto first = nlohmann::json::parse(read_text_file((out / "cells" / cells[3].name / "result.json").string()));
   fs::remove(out / "cells" / cells[3].name / "result.json");
   run_sweep(plan, out.string(), PHASOR_CLI_PATH, /*stop_after_minutes=*/0);  // --stop-after 0: starts none
