@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The scaling study of docs/RESULTS.md ("Scaling", issue 33): `phasor sweep
-# --preset scale`, about 4.5 hours of this 2-core machine, run in pieces.
-#   bash scripts/scale_study.sh run [MINUTES]   # one piece: starts cells for MINUTES (default 100), then the report
+# --preset scale`, about 4.1 hours of this 2-core machine, run in pieces.
+#   bash scripts/scale_study.sh run [MINUTES]   # one piece: starts cells for MINUTES (default 90), then the report
 #   bash scripts/scale_study.sh report          # only regenerates the report from docs/results/scale/
 # The sweep lives in runs/scale/ and is resumable: rerun `run` until it says
 # no cells are left (the throughput rounds follow the last cell). A piece
-# starts no cell after MINUTES and the longest cell takes about 16 minutes, so
-# a piece of 100 stays under 2 hours. After each piece the raw results
+# starts no cell after MINUTES and the longest cell takes about 15 minutes, so
+# a piece of 90 stays under 2 hours even on a machine busy enough to double
+# that (about 30 minutes). After each piece the raw results
 # (plan.json, throughput.json and every finished cells/<cell>/result.json) are
 # copied to docs/results/scale/; the report (docs/results/scale/report.md and
 # gap_<task>.svg) is generated from that copy alone, and spliced into
@@ -19,7 +20,7 @@ out=runs/scale
 results=docs/results/scale
 case $what in
   run)
-    minutes=${2:-100}
+    minutes=${2:-90}
     bash scripts/build.sh phasor_cli
     start=$(date +%s)
     build/phasor sweep --preset scale --out "$out" --stop-after "$minutes"
