@@ -197,27 +197,43 @@ std::string loss_curves_svg(const std::vector<RunLog>& runs) {
 }
 
 std::string line_chart_svg(const std::string& title, const std::vector<LineSeries>& series, const std::string& x_label,
-                           const std::string& y_label, bool log2_x) {
+                           const std::string& y_label, svg::XScale x_scale) {
   svg::Range xs, ys;
-  for (const LineSeries& s : series)
-    for (const auto& [x, y] : s.points) {
-      PHASOR_CHECK(!log2_x || x > 0, "plot: x value ", x, " of '", s.name, "' cannot go on a logarithmic axis");
-      xs.add(log2_x ? std::log2(x) : x), ys.add(y);
+  for (const LineSeries& s : series) {
+    PHASOR_CHECK(s.errors.empty() || s.errors.size() == s.points.size(), "plot: '", s.name, "' has ", s.errors.size(),
+                 " error bars for ", s.points.size(), " points");
+    for (size_t i = 0; i < s.points.size(); ++i) {
+      const auto [x, y] = s.points[i];
+      PHASOR_CHECK(x_scale == svg::XScale::Linear || x > 0, "plot: x value ", x, " of '", s.name, "' cannot go on a logarithmic axis");
+      const double error = s.errors.empty() ? 0 : s.errors[i];
+      xs.add(svg::x_position(x_scale, x)), ys.add(y - error), ys.add(y + error);
     }
+  }
   PHASOR_CHECK(!xs.empty(), "plot: no points to plot");
   const svg::Frame& f = kLossFrame;
-  const svg::Axis x = svg::make_axis(xs.min, xs.max, f.left, f.right, log2_x ? 1 : 0);
+  const svg::Axis x = svg::make_axis(xs.min, xs.max, f.left, f.right, x_scale == svg::XScale::Log2 ? 1 : 0);
   const svg::Axis y = svg::make_axis(ys.min, ys.max, f.bottom, f.top);
   std::ostringstream out;
   out << svg::begin_document(kWidth, kHeight);
-  svg::grid_and_ticks(out, f, x, y, log2_x);
+  svg::grid_and_ticks(out, f, x, y, x_scale);
+  if (y.low < 0 && y.high > 0)
+    out << "<line class=\"zero\" x1=\"" << f.left << "\" y1=\"" << svg::fixed(y.to_pixel(0)) << "\" x2=\"" << f.right << "\" y2=\""
+        << svg::fixed(y.to_pixel(0)) << "\" stroke=\"#888\" stroke-width=\"1.5\"/>\n";
   std::vector<std::string> names;
   for (size_t i = 0; i < series.size(); ++i) {
-    const auto px = [&](double v) { return svg::fixed(x.to_pixel(log2_x ? std::log2(v) : v)); };
+    const auto px = [&](double v) { return svg::fixed(x.to_pixel(svg::x_position(x_scale, v))); };
     std::string points;
     for (const auto& [vx, vy] : series[i].points) points += (points.empty() ? "" : " ") + px(vx) + ',' + svg::fixed(y.to_pixel(vy));
     out << "<g stroke=\"" << svg::colour(i) << "\" stroke-width=\"2\">\n<polyline class=\"series\" fill=\"none\" points=\"" << points
         << "\"/>\n";
+    for (size_t k = 0; k < series[i].errors.size(); ++k) {  // a bar with caps 4 pixels each side
+      const auto [vx, vy] = series[i].points[k];
+      const double e = series[i].errors[k], cx = x.to_pixel(svg::x_position(x_scale, vx));
+      const std::string top = svg::fixed(y.to_pixel(vy + e)), bottom = svg::fixed(y.to_pixel(vy - e));
+      const std::string left = svg::fixed(cx - 4), right = svg::fixed(cx + 4), middle = svg::fixed(cx);
+      out << "<path class=\"error-bar\" fill=\"none\" d=\"M" << left << ',' << top << 'H' << right << "M" << middle << ',' << top << 'V'
+          << bottom << "M" << left << ',' << bottom << 'H' << right << "\"/>\n";
+    }
     for (const auto& [vx, vy] : series[i].points)
       out << "<circle cx=\"" << px(vx) << "\" cy=\"" << svg::fixed(y.to_pixel(vy)) << "\" r=\"3.5\" fill=\"white\"/>\n";
     out << "</g>\n";

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "app/svg.h"
+
 namespace phasor {
 
 struct LossPoint {
@@ -29,16 +31,20 @@ RunLog read_run_log(const std::string& run_dir);
 // one colour per run, as an SVG document.
 std::string loss_curves_svg(const std::vector<RunLog>& runs);
 
-// A named line of (x, y) points, for line_chart_svg.
+// A named line of (x, y) points, for line_chart_svg; `errors`, if given, one
+// per point: a vertical bar from y - error to y + error (a standard error).
 struct LineSeries {
   std::string name;
   std::vector<std::pair<double, double>> points;
+  std::vector<double> errors;
 };
 
-// Lines with point markers, one colour per series; log2_x puts x on a
-// logarithmic axis with ticks at powers of two (sequence lengths).
+// Lines with point markers (and error bars), one colour per series; x_scale
+// Log2 puts x on a logarithmic axis with ticks at powers of two (sequence
+// lengths), Log10 on one labelled 100k, 1M (parameters). Where the y axis
+// spans 0, a darker line marks it (a difference's "no difference").
 std::string line_chart_svg(const std::string& title, const std::vector<LineSeries>& series, const std::string& x_label,
-                           const std::string& y_label, bool log2_x = false);
+                           const std::string& y_label, svg::XScale x_scale = svg::XScale::Linear);
 
 // Reads every run and writes loss_curves_svg to out_svg atomically. Each run's
 // legend entry is its label when `labels` are given (one per run), else its

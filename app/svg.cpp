@@ -71,7 +71,33 @@ std::string begin_document(double width, double height) {
   return out.str();
 }
 
-void grid_and_ticks(std::ostream& out, const Frame& f, const Axis& x, const Axis& y, bool log2_x) {
+double x_position(XScale scale, double value) {
+  return scale == XScale::Log2 ? std::log2(value) : scale == XScale::Log10 ? std::log10(value) : value;
+}
+
+namespace {
+// 10^exponent with two or three significant digits and a k or M suffix: 100k, 316k, 1M, 3.2M.
+std::string short_power_of_ten(double exponent) {
+  const double value = std::pow(10.0, exponent);
+  const auto digits = [](double v, const char* suffix) {  // 3.2M, 316k, 1M (not 1.0M)
+    return fixed(v, v < 10 && std::abs(v - std::round(v)) > 0.05 ? 1 : 0) + suffix;
+  };
+  if (value >= 1e6) return digits(value / 1e6, "M");
+  if (value >= 1e3) return digits(value / 1e3, "k");
+  return digits(value, "");
+}
+
+std::string x_tick_label(XScale scale, const Axis& x, double tick) {
+  switch (scale) {
+    case XScale::Log2: return fixed(std::exp2(tick), 0);
+    case XScale::Log10: return short_power_of_ten(tick);
+    case XScale::Linear: break;
+  }
+  return fixed(tick, x.decimals());
+}
+}  // namespace
+
+void grid_and_ticks(std::ostream& out, const Frame& f, const Axis& x, const Axis& y, XScale x_scale) {
   out << "<g stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
   for (double v : x.ticks())
     out << "<line x1=\"" << fixed(x.to_pixel(v)) << "\" y1=\"" << f.top << "\" x2=\"" << fixed(x.to_pixel(v)) << "\" y2=\""
@@ -82,7 +108,7 @@ void grid_and_ticks(std::ostream& out, const Frame& f, const Axis& x, const Axis
   out << "</g>\n<g fill=\"#333\">\n";
   for (double v : x.ticks())
     out << "<text x=\"" << fixed(x.to_pixel(v)) << "\" y=\"" << f.bottom + 20 << "\" text-anchor=\"middle\">"
-        << (log2_x ? fixed(std::exp2(v), 0) : fixed(v, x.decimals())) << "</text>\n";
+        << x_tick_label(x_scale, x, v) << "</text>\n";
   for (double v : y.ticks())
     out << "<text x=\"" << f.left - 8 << "\" y=\"" << fixed(y.to_pixel(v) + 4) << "\" text-anchor=\"end\">"
         << fixed(v, y.decimals()) << "</text>\n";

@@ -47,11 +47,17 @@ struct Frame {
   double left, right, top, bottom;
 };
 
+// How an x axis maps its values: as they are, or as log2 / log10 of them (the
+// axis then holds the logarithms, and its ticks are labelled with the values).
+enum class XScale { Linear, Log2, Log10 };
+double x_position(XScale scale, double value);  // value, log2(value) or log10(value)
+
 // The opening <svg> tag of a width x height document, with a white background.
 std::string begin_document(double width, double height);
 // Light grid lines at every tick, and the tick labels left of and below the
-// frame. log2_x: x holds log2 of the values, and its ticks are labelled 2^tick.
-void grid_and_ticks(std::ostream& out, const Frame& f, const Axis& x, const Axis& y, bool log2_x = false);
+// frame. Log2: x holds log2 of the values, and its ticks are labelled 2^tick;
+// Log10: log10, ticks labelled 10^tick in short form (100k, 316k, 1M).
+void grid_and_ticks(std::ostream& out, const Frame& f, const Axis& x, const Axis& y, XScale x_scale = XScale::Linear);
 // The frame's outline, a bold title above it, and the axis labels.
 void frame_and_labels(std::ostream& out, const Frame& f, const std::string& title, const std::string& x_label,
                       const std::string& y_label, int title_size = 18);

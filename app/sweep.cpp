@@ -5,7 +5,9 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +50,54 @@ static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff) {
       grid.push_back({std::string(v.name) + "-" + std::string(cmha_init_name(init)), v.position, init, d_model, d_ff});
   }
   return grid;
+}
+
+// Does the complexformer - rope gap move with model size? Three sizes: the
+// quick preset's model, the README's and one 3.9 times that, each variant of
+// a size of one shape, trained in bf16 by the token rule below, evaluated at
+// the training length, 4x and 16x it on both tasks.
+// Token rule: 20 tokens per parameter (Chinchilla's ratio), capped at 8,192,000
+// (4000 steps of 16 x 128): 117k -> 1144 steps (20 tokens/parameter), 837k and
+// 3.3M -> 4000 (9.8 and 2.5): the cap is what the budget allows the larger two.
+// Budget (docs/RESULTS.md, "Scaling"): CPU seconds per bf16 step on one
+// thread, the mean of the four variants, measured on this 2-core machine as the
+// difference of whole cells of 20 and 60 steps: 0.025 (117k), 0.078 (837k),
+// 0.214 (3.3M), plus 1.4, 3.9 and 8.9 s per cell for loading, evaluation and
+// saving. A cell: 30 s, 315 s, 864 s; 8 cells (2 tasks x 4 variants) per size
+// and seed, 3 seeds, two cells at once on the two cores:
+// 3 x 8 x (30 + 315 + 864) / 2 = 14,508 s, plus about 3 minutes of throughput
+// rounds: 4.1 hours, under the 6 allowed with room for a machine not quite idle.
+static void scale_preset(SweepPlan& p) {
+  p.tasks = {"kjv", "code"};
+  for (const SweepVariant& v : main_grid(0, 0))  // the sizes give d_model and d_ff
+    if (v.name == "complexformer-rope" || v.name == "complexformer-paper" || v.name == "rope" || v.name == "alibi") p.variants.push_back(v);
+  p.efficiency = {};
+  p.eval_lengths = {128, 512, 2048};
+  p.long_context_every_task = true;
+  p.seeds = 3;
+  p.n_layers = p.n_heads = p.steps = p.warmup = 0;  // the sizes'
+  p.batch = 16;
+  p.lr = 3e-3;
+  p.min_lr = 3e-4;
+  p.tokens_per_parameter = 20;
+  p.max_tokens = 8'192'000;
+  p.precision = "bf16";
+  p.eval_tokens = 32768;
+  p.arith_problems = 0;
+  p.throughput_steps = 30;
+  p.throughput_rounds = 2;
+  p.jobs = 2;
+  p.threads_per_job = 1;
+  struct Shape {
+    const char* name;
+    int64_t n_layers, n_heads, d_model, d_ff;
+  };
+  for (const Shape& s : {Shape{"117k", 2, 4, 64, 176}, Shape{"837k", 4, 4, 128, 352}, Shape{"3.3M", 4, 8, 256, 704}}) {
+    SweepSize size{s.name, s.n_layers, s.n_heads, s.d_model, s.d_ff, 0, 0};
+    size.steps = token_rule_steps(p, size_parameters(size));
+    size.warmup = size.steps / 20;
+    p.sizes.push_back(size);
+  }
 }
 
 SweepPlan sweep_preset(const std::string& name) {
@@ -110,10 +160,29 @@ SweepPlan sweep_preset(const std::string& name) {
     p.throughput_rounds = 1;
     p.jobs = 2;
     p.threads_per_job = 1;
+  } else if (name == "scale") {
+    scale_preset(p);
   } else {
-    fail("sweep: unknown preset '", name, "' (quick, long or full)");
+    fail("sweep: unknown preset '", name, "' (quick, long, full or scale)");
   }
   return p;
+}
+
+double size_parameters(const SweepSize& size) {
+  ModelConfig rope;
+  rope.position = Position::Rope;
+  rope.n_layers = size.n_layers, rope.n_heads = size.n_heads, rope.d_model = size.d_model, rope.d_ff = size.d_ff;
+  return rope.parameter_count();
+}
+
+int64_t token_rule_steps(const SweepPlan& plan, double parameters) {
+  const double tokens = std::min(plan.tokens_per_parameter * parameters, static_cast<double>(plan.max_tokens));
+  return static_cast<int64_t>(std::ceil(tokens / static_cast<double>(plan.batch * plan.seq_len())));
+}
+
+void set_sweep_steps(SweepPlan& plan, int64_t steps) {
+  plan.steps = steps, plan.warmup = std::min(plan.warmup, steps / 10);
+  for (SweepSize& size : plan.sizes) size.steps = steps, size.warmup = std::min(size.warmup, steps / 10);
 }
 
 static json to_json(const SweepVariant& v) {
@@ -140,6 +209,18 @@ json to_json(const SweepPlan& p) {
           {"throughput_rounds", p.throughput_rounds}, {"jobs", p.jobs}, {"threads_per_job", p.threads_per_job},
           {"device", p.device}};
   if (!p.task_files.empty()) j["task_files"] = p.task_files;  // plans without them read as before
+  // A plan of one size in float32 writes what earlier versions wrote, so their sweeps still resume.
+  if (!p.sizes.empty()) {
+    json sizes = json::array();
+    for (const SweepSize& s : p.sizes)
+      sizes.push_back({{"name", s.name}, {"n_layers", s.n_layers}, {"n_heads", s.n_heads}, {"d_model", s.d_model},
+                       {"d_ff", s.d_ff}, {"steps", s.steps}, {"warmup", s.warmup}});
+    j["sizes"] = sizes;
+    j["tokens_per_parameter"] = p.tokens_per_parameter;
+    j["max_tokens"] = p.max_tokens;
+  }
+  if (p.long_context_every_task) j["long_context_every_task"] = true;
+  if (p.precision != "float32") j["precision"] = p.precision;
   return j;
 }
 
@@ -169,8 +250,17 @@ SweepPlan sweep_plan_from_json(const json& j) {
     j.at("threads_per_job").get_to(p.threads_per_job);
     j.at("device").get_to(p.device);
     if (j.contains("task_files")) j.at("task_files").get_to(p.task_files);
+    if (j.contains("sizes")) {
+      for (const json& s : j.at("sizes"))
+        p.sizes.push_back({s.at("name"), s.at("n_layers"), s.at("n_heads"), s.at("d_model"), s.at("d_ff"), s.at("steps"), s.at("warmup")});
+      j.at("tokens_per_parameter").get_to(p.tokens_per_parameter);
+      j.at("max_tokens").get_to(p.max_tokens);
+    }
+    if (j.contains("long_context_every_task")) j.at("long_context_every_task").get_to(p.long_context_every_task);
+    if (j.contains("precision")) j.at("precision").get_to(p.precision);
     PHASOR_CHECK(!p.eval_lengths.empty() && !p.tasks.empty() && !p.variants.empty() && p.seeds > 0,
                  "sweep: the plan needs tasks, variants, seeds and evaluation lengths");
+    PHASOR_CHECK(p.sizes.empty() || p.efficiency.empty(), "sweep: a plan of several sizes has no efficiency variants");
     return p;
   } catch (const json::exception& e) {
     fail("sweep: plan.json is malformed (", e.what(), ")");
@@ -215,19 +305,44 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
   PHASOR_CHECK(!plan.variants.empty(), "sweep: --variants chose only efficiency variants; name at least one of the main grid's");
 }
 
+// The sizes of a plan; one of a single size has one, unnamed, whose width each variant gives.
+static std::vector<SweepSize> sizes_of(const SweepPlan& plan) {
+  if (!plan.sizes.empty()) return plan.sizes;
+  return {{"", plan.n_layers, plan.n_heads, 0, 0, plan.steps, plan.warmup}};
+}
+
+// A variant at a size: the width of the size (of a named one) or of the variant (the unnamed one).
+static void fit_to_size(SweepSize& size, SweepVariant& v) {
+  if (size.name.empty())
+    size.d_model = v.d_model, size.d_ff = v.d_ff;
+  else
+    v.d_model = size.d_model, v.d_ff = size.d_ff;
+}
+
 std::vector<SweepCell> sweep_cells(const SweepPlan& plan) {
   std::vector<SweepCell> cells;
-  const auto add = [&](const std::string& task, const SweepVariant& v) {
-    for (int64_t seed = 1; seed <= plan.seeds; ++seed) {
-      std::string name = task + "-" + v.name + "-s" + std::to_string(seed);
-      std::replace(name.begin(), name.end(), '/', '_');  // "3/4" in a variant name
-      cells.push_back({name, task, v, seed, task == plan.long_context_task});
-    }
+  const auto add = [&](const std::string& task, SweepSize size, SweepVariant v, int64_t seed) {
+    fit_to_size(size, v);
+    std::string name = task + "-" + (size.name.empty() ? "" : size.name + "-") + v.name + "-s" + std::to_string(seed);
+    std::replace(name.begin(), name.end(), '/', '_');  // "3/4" in a variant name
+    cells.push_back({name, task, v, size, seed, plan.long_context(task)});
   };
-  for (const auto& task : plan.tasks)
-    for (const auto& v : plan.variants) add(task, v);
-  if (std::find(plan.tasks.begin(), plan.tasks.end(), plan.efficiency_task) != plan.tasks.end())
-    for (const auto& v : plan.efficiency) add(plan.efficiency_task, v);
+  if (plan.sizes.empty()) {
+    const SweepSize one = sizes_of(plan).front();
+    for (const auto& task : plan.tasks)
+      for (const auto& v : plan.variants)
+        for (int64_t seed = 1; seed <= plan.seeds; ++seed) add(task, one, v, seed);
+    if (std::find(plan.tasks.begin(), plan.tasks.end(), plan.efficiency_task) != plan.tasks.end())
+      for (const auto& v : plan.efficiency)
+        for (int64_t seed = 1; seed <= plan.seeds; ++seed) add(plan.efficiency_task, one, v, seed);
+    return cells;
+  }
+  // Smallest size first, and a size's first seed on every task and variant
+  // before its second: a sweep stopped part-way has whole comparisons.
+  for (const SweepSize& size : plan.sizes)
+    for (int64_t seed = 1; seed <= plan.seeds; ++seed)
+      for (const auto& task : plan.tasks)
+        for (const auto& v : plan.variants) add(task, size, v, seed);
   return cells;
 }
 
@@ -249,17 +364,17 @@ TrainOptions cell_options(const SweepPlan& plan, const SweepCell& cell, const st
   TrainOptions o;
   o.model.position = cell.variant.position;
   o.model.cmha_init = cell.variant.cmha_init;
-  o.model.d_model = cell.variant.d_model;
-  o.model.d_ff = cell.variant.d_ff;
-  o.model.n_layers = plan.n_layers;
-  o.model.n_heads = plan.n_heads;
+  o.model.d_model = cell.size.d_model;
+  o.model.d_ff = cell.size.d_ff;
+  o.model.n_layers = cell.size.n_layers;
+  o.model.n_heads = cell.size.n_heads;
   o.model.max_seq_len = *std::max_element(plan.eval_lengths.begin(), plan.eval_lengths.end());
   o.data = plan.data_of(cell.task);
   o.run_dir = run_dir;
   o.seq_len = plan.seq_len();
   o.batch = plan.batch;
-  o.steps = plan.steps;
-  o.warmup = plan.warmup;
+  o.steps = cell.size.steps;
+  o.warmup = cell.size.warmup;
   o.lr = plan.lr;
   o.min_lr = plan.min_lr;
   o.seed = static_cast<uint64_t>(cell.seed);
@@ -267,7 +382,29 @@ TrainOptions cell_options(const SweepPlan& plan, const SweepCell& cell, const st
   o.eval_windows = 64;
   o.threads = plan.threads_per_job;
   o.device = plan.device;
+  o.precision = plan.precision;
   return o;
+}
+
+// The git commit of the source tree this program was built from, "+dirty" with
+// uncommitted changes to tracked files, as git reports it when the cell runs;
+// "unknown" where that tree or git is gone (an installed copy).
+std::string source_commit() {
+  const std::string dir = PHASOR_SOURCE_DIR;
+  if (dir.find('\'') != std::string::npos) return "unknown";
+  const auto output = [](const std::string& command) {
+    std::string text;
+    if (FILE* pipe = popen(command.c_str(), "r")) {
+      char buffer[256];
+      while (std::fgets(buffer, sizeof buffer, pipe)) text += buffer;
+      if (pclose(pipe) != 0) return std::string();
+    }
+    return text;
+  };
+  std::string commit = output("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
+  while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) commit.pop_back();
+  if (commit.empty()) return "unknown";
+  return output("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty() ? commit : commit + "+dirty";
 }
 
 // The median tokens/s of a run's logged windows after the first (warm-up).
@@ -300,7 +437,8 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
   PHASOR_CHECK(!summary.interrupted, "sweep: cell ", cell.name, " was interrupted");
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  const auto model = load_model(latest_checkpoint(run_dir) + "/model.safetensors");
+  const auto eval_start = std::chrono::steady_clock::now();
+  const auto model = load_model(latest_checkpoint(run_dir) + "/model.safetensors");  // float32: evaluation is, whatever the training's precision
   if (plan.device == "cuda") model->to(cuda(0));
   const std::vector<int64_t> validation = ByteTokenizer().encode(read_text_file(run_dir + "/validation.txt"));
   json eval = json::object();
@@ -310,6 +448,8 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
     const EvalResult r = evaluate(*model, validation, length, windows, std::max<int64_t>(1, 2048 / length));
     eval[std::to_string(length)] = {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}};
   }
+  const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
+  const std::string checkpoint = latest_checkpoint(run_dir);
   json result = {{"cell", cell.name},
                  {"task", cell.task},
                  {"variant", cell.variant.name},
@@ -318,9 +458,16 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
                  {"steps", summary.steps_done},
                  {"tokens_trained", summary.steps_done * plan.batch * plan.seq_len()},
                  {"train_seconds", train_seconds},
+                 {"eval_seconds", eval_seconds},
                  {"final_train_loss", summary.final_loss},
                  {"skipped_steps", summary.skipped_steps},
-                 {"eval", eval}};
+                 {"eval", eval},
+                 // What reproduces the cell: the run's own config, the source it was built from, and its weights' hash.
+                 {"config", read_sweep_json(run_dir + "/config.json")},
+                 {"commit", source_commit()},
+                 {"checkpoint", fs::path(checkpoint).filename().string()},
+                 {"checkpoint_hash", text_hash(read_text_file(checkpoint + "/model.safetensors"))}};
+  if (!cell.size.name.empty()) result["size"] = cell.size.name;
   if (cell.task == "arith" && plan.arith_problems > 0)
     result["exact_match"] = arith_exact_match(*model, static_cast<size_t>(plan.arith_problems));
   write_text_atomically(run_dir + "/result.json", result.dump(2) + "\n");
@@ -348,35 +495,39 @@ pid_t spawn_cell(const std::string& self_exe, const std::string& out_dir, const 
   return pid;
 }
 
-// Each variant trained alone, in rounds, variants interleaved so that a
-// disturbance of the machine spreads over all of them.
+// Each variant (of each size) trained alone, in rounds, variants interleaved
+// so that a disturbance of the machine spreads over all of them. A plan of one
+// size gives {variant: [tokens/s per round]}, one of sizes {size: {variant: [...]}}.
 json measure_throughput(const SweepPlan& plan, const std::string& out_dir) {
   std::vector<SweepVariant> variants = plan.variants;
   variants.insert(variants.end(), plan.efficiency.begin(), plan.efficiency.end());
-  std::map<std::string, std::vector<double>> rates;
+  json out = json::object();
   for (int64_t round = 1; round <= plan.throughput_rounds; ++round) {
-    for (const SweepVariant& v : variants) {
-      SweepCell cell{"throughput", plan.long_context_task, v, round, false};
-      const std::string run_dir = out_dir + "/throughput/run";
-      fs::remove_all(run_dir);
-      TrainOptions o = cell_options(plan, cell, run_dir);
-      o.steps = plan.throughput_steps;  // same threads as a cell: a tiny model gains little from more
-      o.log_every = std::max<int64_t>(1, plan.throughput_steps / 6);
-      std::fprintf(stderr, "sweep: throughput of %s, round %ld/%ld\n", v.name.c_str(), static_cast<long>(round),
-                   static_cast<long>(plan.throughput_rounds));
-      train(o);
-      rates[v.name].push_back(median_tokens_per_second(run_dir));
+    for (const SweepSize& size : sizes_of(plan)) {
+      for (SweepVariant v : variants) {
+        SweepSize shape = size;
+        fit_to_size(shape, v);
+        shape.steps = plan.throughput_steps;  // same threads as a cell: a tiny model gains little from more
+        SweepCell cell{"throughput", plan.long_context_task, v, shape, round, false};
+        const std::string run_dir = out_dir + "/throughput/run";
+        fs::remove_all(run_dir);
+        TrainOptions o = cell_options(plan, cell, run_dir);
+        o.log_every = std::max<int64_t>(1, plan.throughput_steps / 6);
+        std::fprintf(stderr, "sweep: throughput of %s%s%s, round %ld/%ld\n", size.name.c_str(), size.name.empty() ? "" : " ",
+                     v.name.c_str(), static_cast<long>(round), static_cast<long>(plan.throughput_rounds));
+        train(o);
+        json& rates = size.name.empty() ? out[v.name] : out[size.name][v.name];
+        rates.push_back(median_tokens_per_second(run_dir));
+      }
     }
   }
   fs::remove_all(out_dir + "/throughput");
-  json out = json::object();
-  for (auto& [name, r] : rates) out[name] = r;
   return out;
 }
 
 }  // namespace
 
-void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe) {
+void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe, double stop_after_minutes) {
   fs::create_directories(out_dir + "/cells");
   const std::string plan_path = out_dir + "/plan.json";
   if (fs::exists(plan_path))
@@ -397,8 +548,10 @@ void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::str
   std::vector<std::string> failed;
   size_t next = 0, finished = total - todo.size();
   const auto start = std::chrono::steady_clock::now();
-  while (next < todo.size() || !running.empty()) {
-    while (next < todo.size() && running.size() < static_cast<size_t>(std::max(1, plan.jobs))) {
+  const auto minutes_so_far = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60; };
+  const auto may_start = [&] { return stop_after_minutes < 0 || minutes_so_far() < stop_after_minutes; };
+  while ((next < todo.size() && may_start()) || !running.empty()) {
+    while (next < todo.size() && running.size() < static_cast<size_t>(std::max(1, plan.jobs)) && may_start()) {
       const SweepCell& c = todo[next++];
       running[spawn_cell(self_exe, out_dir, c.name, out_dir + "/cells/" + c.name + ".log")] = c.name;
     }
@@ -410,14 +563,19 @@ void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::str
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok) failed.push_back(it->second);
     ++finished;
-    const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60;
-    std::fprintf(stderr, "sweep: [%zu/%zu] %s %s (%.1f min)\n", finished, total, it->second.c_str(), ok ? "done" : "FAILED", minutes);
+    std::fprintf(stderr, "sweep: [%zu/%zu] %s %s (%.1f min)\n", finished, total, it->second.c_str(), ok ? "done" : "FAILED",
+                 minutes_so_far());
     running.erase(it);
   }
   if (!failed.empty()) {
     std::string names;
     for (const auto& f : failed) names += (names.empty() ? "" : ", ") + f;
     fail("sweep: ", failed.size(), " cell(s) failed: ", names, " (see ", out_dir, "/cells/<cell>.log; rerun to retry them)");
+  }
+  if (next < todo.size()) {
+    std::fprintf(stderr, "sweep: stopped after %.1f minutes (--stop-after) with %zu of %zu cells left; rerun to continue\n",
+                 minutes_so_far(), todo.size() - next, total);
+    return;
   }
   const std::string throughput_path = out_dir + "/throughput.json";
   if (!fs::exists(throughput_path) && plan.throughput_rounds > 0)

@@ -9,7 +9,7 @@
 //   DIR/cells/<cell>/              the cell's training run (log.jsonl, checkpoints, validation.txt)
 //   DIR/cells/<cell>/result.json   written last, atomically: a cell with it is done
 //   DIR/cells/<cell>.log           the cell's stdout and stderr
-//   DIR/throughput.json            tokens/s of every variant, trained alone
+//   DIR/throughput.json            tokens/s of every variant (of every size), trained alone
 //   DIR/report.md, DIR/*.svg       written by write_sweep_report
 #include <cstdint>
 #include <map>
@@ -30,6 +30,14 @@ struct SweepVariant {
   int64_t d_ff = 0;
 };
 
+// One model size of a plan that compares sizes (the scale preset): the shape of
+// every variant's model at that size, and how long it trains.
+struct SweepSize {
+  std::string name;  // in cell names, <task>-<size>-<variant>-s<seed>; e.g. "837k" (parameters)
+  int64_t n_layers = 0, n_heads = 0, d_model = 0, d_ff = 0;
+  int64_t steps = 0, warmup = 0;
+};
+
 struct SweepPlan {
   std::string name;
   std::vector<std::string> tasks;          // built-in corpora (kjv, code, arith) and the names of task_files
@@ -40,8 +48,17 @@ struct SweepPlan {
   std::string long_context_task = "kjv";   // evaluated at every eval_lengths entry
   std::vector<int64_t> eval_lengths;       // the first is the training length
   int64_t seeds = 3;
+  // A plan of one size: these, and each variant's d_model and d_ff.
   int64_t n_layers = 2, n_heads = 4;
   int64_t steps = 0, batch = 0, warmup = 0;
+  // A plan of several sizes: each cell takes its shape, steps and warm-up from
+  // its size (the variants' own d_model and d_ff are 0). The sizes' steps follow
+  // one token rule, recorded here: tokens = min(tokens_per_parameter x parameters, max_tokens).
+  std::vector<SweepSize> sizes;
+  double tokens_per_parameter = 0;
+  int64_t max_tokens = 0;
+  bool long_context_every_task = false;  // every task's cells evaluated at every eval_lengths entry
+  std::string precision = "float32";     // of training (float32, bf16); evaluation is float32
   double lr = 3e-3, min_lr = 3e-4;
   int64_t eval_tokens = 0;     // predictions scored per evaluation length (windows = eval_tokens / L)
   int64_t arith_problems = 0;  // held-out problems for exact match on the arith task
@@ -51,6 +68,7 @@ struct SweepPlan {
   std::string device = "cpu";  // cpu or cuda
 
   int64_t seq_len() const { return eval_lengths.front(); }
+  bool long_context(const std::string& task) const { return long_context_every_task || task == long_context_task; }
   // What a task trains on: its file, or the built-in corpus of that name.
   std::string data_of(const std::string& task) const {
     const auto it = task_files.find(task);
@@ -67,16 +85,27 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
                         const std::vector<std::string>& variants);
 
 // "quick" (a 2-core CPU in under 40 minutes), "long" (long context: trained at
-// 512, evaluated up to 65,536 positions, a 2-core CPU in about an hour) or
-// "full" (sized for a GPU).
+// 512, evaluated up to 65,536 positions, a 2-core CPU in about an hour), "full"
+// (sized for a GPU) or "scale" (three model sizes, 117k to 3.3M parameters, in
+// bf16: a 2-core CPU in at most 6 hours, run in pieces).
+
 SweepPlan sweep_preset(const std::string& name);
+// The parameters of RoPE's model at a size: what the token rule counts (the
+// other variants differ by under 0.1%: complexformer adds its angles, alibi nothing).
+double size_parameters(const SweepSize& size);
+// The training steps the plan's token rule gives a model of `parameters`:
+// min(tokens_per_parameter x parameters, max_tokens) tokens, rounded up to whole steps.
+int64_t token_rule_steps(const SweepPlan& plan, double parameters);
+// --steps N: every size's (or the plan's) steps, the warm-up cut to at most a tenth of them.
+void set_sweep_steps(SweepPlan& plan, int64_t steps);
 nlohmann::json to_json(const SweepPlan& plan);
 SweepPlan sweep_plan_from_json(const nlohmann::json& j);
 
 struct SweepCell {
-  std::string name;  // <task>-<variant>-s<seed>
+  std::string name;  // <task>-<variant>-s<seed>, or <task>-<size>-<variant>-s<seed> in a plan of sizes
   std::string task;
-  SweepVariant variant;
+  SweepVariant variant;  // its d_model and d_ff those of the cell's model
+  SweepSize size;        // the cell's shape and training length (name "" in a plan of one size)
   int64_t seed = 1;
   bool long_context = false;
 };
@@ -85,7 +114,10 @@ std::vector<SweepCell> sweep_cells(const SweepPlan& plan);
 // Runs every cell without a result.json (restarting interrupted ones), `jobs`
 // at a time as child processes of `self_exe` (`phasor sweep --cell NAME`), then
 // measures throughput if not done yet. Throws naming the cells that failed.
-void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe);
+// stop_after_minutes >= 0: no cell starts after that many minutes (the running
+// ones finish; 0: none starts, only the plan is written), so a long sweep runs
+// in pieces; the throughput waits for the last piece. Negative: no limit.
+void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe, double stop_after_minutes = -1);
 // Trains and evaluates one cell in this process, writing its result.json.
 void run_sweep_cell(const std::string& out_dir, const std::string& cell_name);
 
@@ -96,5 +128,9 @@ SweepPlan read_sweep_plan(const std::string& out_dir);
 
 // Reads the plan and results under out_dir and writes report.md and its plots there.
 void write_sweep_report(const std::string& out_dir);
+// The report of a plan of several sizes (app/sweep_scale_report.cpp), which
+// write_sweep_report writes for one: loss per size and variant, the
+// complexformer - rope gap against parameters, its trend, the overhead per step.
+void write_scale_report(const std::string& out_dir);
 
 }  // namespace phasor

@@ -11,6 +11,7 @@
 
 #include "app/plot.h"
 #include "app/sweep.h"
+#include "app/sweep_stats.h"
 #include "models/data/corpus.h"
 #include "tensor/error.h"
 
@@ -21,52 +22,29 @@ using nlohmann::json;
 
 namespace {
 
-struct Stats {
-  std::vector<double> values;
-  double mean() const {
-    double s = 0;
-    for (double v : values) s += v;
-    return s / static_cast<double>(values.size());
-  }
-  double sd() const {  // sample standard deviation (0 for one value)
-    if (values.size() < 2) return 0;
-    const double m = mean();
-    double s = 0;
-    for (double v : values) s += (v - m) * (v - m);
-    return std::sqrt(s / static_cast<double>(values.size() - 1));
-  }
-  double standard_error() const { return sd() / std::sqrt(static_cast<double>(values.size())); }
-};
-
-std::string format(const char* fmt, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, value);
-  return buf;
-}
-
-std::string mean_sd(const Stats& s, const char* fmt = "%.4f") {
+std::string mean_sd(const SeedStats& s, const char* fmt = "%.4f") {
   if (s.values.empty()) return "–";
-  return format(fmt, s.mean()) + " ± " + format(fmt, s.sd()) + (s.values.size() < 2 ? " (n=1)" : "");
+  return format_number(fmt, s.mean()) + " ± " + format_number(fmt, s.sd()) + (s.values.size() < 2 ? " (n=1)" : "");
 }
 
 // "+0.0123*" : the difference of means, starred when it exceeds twice its
 // standard error (Welch; with 3 seeds a rough screen, not a significance test).
-std::string difference(const Stats& a, const Stats& b, const char* fmt = "%+.4f") {
+std::string difference(const SeedStats& a, const SeedStats& b, const char* fmt = "%+.4f") {
   if (a.values.empty() || b.values.empty()) return "–";
   const double d = a.mean() - b.mean();
   const double se = std::hypot(a.standard_error(), b.standard_error());
-  return format(fmt, d) + (se > 0 && std::abs(d) > 2 * se ? "*" : "");
+  return format_number(fmt, d) + (se > 0 && std::abs(d) > 2 * se ? "*" : "");
 }
 
 struct Results {
   SweepPlan plan;
   // [task][variant] -> values over seeds
-  std::map<std::string, std::map<std::string, Stats>> loss, exact, params;
-  std::map<std::string, std::map<int64_t, Stats>> long_context;  // [variant][length]
+  std::map<std::string, std::map<std::string, SeedStats>> loss, exact, params;
+  std::map<std::string, std::map<int64_t, SeedStats>> long_context;  // [variant][length]
   std::map<std::string, std::string> kjv_seed1_runs;  // variant -> run folder
   size_t cells = 0, missing = 0;
   double train_seconds = 0;
-  std::map<std::string, Stats> cell_rates;  // [variant] training tokens/s of its cells (incl. validation and saving)
+  std::map<std::string, SeedStats> cell_rates;  // [variant] training tokens/s of its cells (incl. validation and saving)
 };
 
 Results read_results(const std::string& out_dir) {
@@ -105,7 +83,7 @@ void write_setup(std::ostream& md, const Results& r, const std::string& out_dir)
      << "at most " << p.eval_tokens << " predictions per evaluation length.\n"
      << "- Cells: " << r.cells - r.missing << " of " << r.cells << " done";
   if (r.missing > 0) md << " (**" << r.missing << " missing**: the tables cover only the finished ones)";
-  md << "; training took " << format("%.1f", r.train_seconds / 60) << " minutes summed over the cells (" << p.jobs
+  md << "; training took " << format_number("%.1f", r.train_seconds / 60) << " minutes summed over the cells (" << p.jobs
      << " at once, " << (p.threads_per_job > 0 ? std::to_string(p.threads_per_job) : std::string("all")) << " thread(s) each, on "
      << p.device << "). Folder: `" << out_dir << "`.\n\n";
 }
@@ -119,9 +97,9 @@ void write_main_table(std::ostream& md, const Results& r) {
   for (size_t i = 0; i < p.tasks.size() + (r.exact.count("arith") ? 1 : 0); ++i) md << "---|";
   md << "\n";
   const std::string first_task = p.tasks.front();
-  const auto& params = r.params.count(first_task) ? r.params.at(first_task) : std::map<std::string, Stats>{};
+  const auto& params = r.params.count(first_task) ? r.params.at(first_task) : std::map<std::string, SeedStats>{};
   for (const auto& v : p.variants) {
-    md << "| " << v.name << " | " << (params.count(v.name) ? format("%.0f", params.at(v.name).mean()) : "–") << " |";
+    md << "| " << v.name << " | " << (params.count(v.name) ? format_number("%.0f", params.at(v.name).mean()) : "–") << " |";
     for (const auto& t : p.tasks) md << " " << (r.loss.count(t) && r.loss.at(t).count(v.name) ? mean_sd(r.loss.at(t).at(v.name)) : "–") << " |";
     if (r.exact.count("arith"))
       md << " " << (r.exact.at("arith").count(v.name) ? mean_sd(r.exact.at("arith").at(v.name), "%.3f") : "–") << " |";
@@ -134,7 +112,7 @@ void write_main_table(std::ostream& md, const Results& r) {
   md << "\n|---|";
   for (size_t i = 0; i < p.tasks.size() + (r.exact.count("arith") ? 1 : 0); ++i) md << "---|";
   md << "\n";
-  const auto cell = [](const auto& table, const std::string& task, const std::string& v) -> const Stats* {
+  const auto cell = [](const auto& table, const std::string& task, const std::string& v) -> const SeedStats* {
     if (!table.count(task) || !table.at(task).count(v)) return nullptr;
     return &table.at(task).at(v);
   };
@@ -142,11 +120,11 @@ void write_main_table(std::ostream& md, const Results& r) {
     if (v.name == "rope") continue;
     md << "| " << v.name << " |";
     for (const auto& t : p.tasks) {
-      const Stats *a = cell(r.loss, t, v.name), *b = cell(r.loss, t, "rope");
+      const SeedStats *a = cell(r.loss, t, v.name), *b = cell(r.loss, t, "rope");
       md << " " << (a && b ? difference(*a, *b) : "–") << " |";
     }
     if (r.exact.count("arith")) {
-      const Stats *a = cell(r.exact, "arith", v.name), *b = cell(r.exact, "arith", "rope");
+      const SeedStats *a = cell(r.exact, "arith", v.name), *b = cell(r.exact, "arith", "rope");
       md << " " << (a && b ? difference(*a, *b, "%+.3f") : "–") << " |";
     }
     md << "\n";
@@ -166,9 +144,9 @@ void write_long_context(std::ostream& md, const Results& r, const std::string& o
   for (const auto& v : p.variants) {
     if (!r.long_context.count(v.name)) continue;
     md << "| " << v.name << " |";
-    LineSeries s{v.name, {}};
+    LineSeries s{v.name, {}, {}};
     for (int64_t l : p.eval_lengths) {
-      const Stats& st = r.long_context.at(v.name).at(l);
+      const SeedStats& st = r.long_context.at(v.name).at(l);
       md << " " << mean_sd(st, "%.3f") << " |";
       s.points.push_back({static_cast<double>(l), st.mean()});
     }
@@ -178,7 +156,7 @@ void write_long_context(std::ostream& md, const Results& r, const std::string& o
   if (!series.empty()) {
     write_text_atomically(out_dir + "/long_context.svg",
                           line_chart_svg("Loss against evaluation length (trained at " + std::to_string(p.seq_len()) + ")", series,
-                                         "evaluation length (tokens)", "loss (nats/byte)", /*log2_x=*/true));
+                                         "evaluation length (tokens)", "loss (nats/byte)", svg::XScale::Log2));
     md << "\n![loss against evaluation length](long_context.svg)\n";
   }
   md << "\n";
@@ -198,15 +176,10 @@ void write_efficiency(std::ostream& md, const Results& r) {
   for (const auto& v : p.efficiency) names.push_back(v.name);
   for (const auto& name : names) {
     if (!loss.count(name)) continue;
-    md << "| " << name << " | " << format("%.0f", params.at(name).mean()) << " | " << mean_sd(loss.at(name)) << " | "
+    md << "| " << name << " | " << format_number("%.0f", params.at(name).mean()) << " | " << mean_sd(loss.at(name)) << " | "
        << (name == "rope" || !loss.count("rope") ? "" : difference(loss.at(name), loss.at("rope"))) << " |\n";
   }
   md << "\n";
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 // Two views of the same question: each variant alone on every core (a short
@@ -217,7 +190,7 @@ void write_overhead(std::ostream& md, const Results& r, const std::string& out_d
   json alone = json::object();
   if (fs::exists(path)) alone = read_sweep_json(path);
   if (alone.empty() && r.cell_rates.empty()) return;
-  const auto ratio = [](double value, double rope) { return rope > 0 && value > 0 ? format("%.3f", value / rope) : std::string("–"); };
+  const auto ratio = [](double value, double rope) { return rope > 0 && value > 0 ? format_number("%.3f", value / rope) : std::string("–"); };
   const double alone_rope = alone.contains("rope") ? median(alone["rope"].get<std::vector<double>>()) : 0;
   const double cells_rope = r.cell_rates.count("rope") ? median(r.cell_rates.at("rope").values) : 0;
   md << "## Overhead: training tokens/s\n\n"
@@ -233,8 +206,8 @@ void write_overhead(std::ostream& md, const Results& r, const std::string& out_d
     const std::vector<double> rounds = alone.contains(v.name) ? alone[v.name].get<std::vector<double>>() : std::vector<double>{};
     const double a = rounds.empty() ? 0 : median(rounds);
     const double c = r.cell_rates.count(v.name) ? median(r.cell_rates.at(v.name).values) : 0;
-    md << "| " << v.name << " | " << (a > 0 ? format("%.0f", a) : "–") << " | " << rounds.size() << " | " << ratio(a, alone_rope) << " | "
-       << (c > 0 ? format("%.0f", c) : "–") << " | " << (r.cell_rates.count(v.name) ? r.cell_rates.at(v.name).values.size() : 0)
+    md << "| " << v.name << " | " << (a > 0 ? format_number("%.0f", a) : "–") << " | " << rounds.size() << " | " << ratio(a, alone_rope) << " | "
+       << (c > 0 ? format_number("%.0f", c) : "–") << " | " << (r.cell_rates.count(v.name) ? r.cell_rates.at(v.name).values.size() : 0)
        << " | " << ratio(c, cells_rope) << " |\n";
   }
   md << "\n";
@@ -243,6 +216,7 @@ void write_overhead(std::ostream& md, const Results& r, const std::string& out_d
 }  // namespace
 
 void write_sweep_report(const std::string& out_dir) {
+  if (!read_sweep_plan(out_dir).sizes.empty()) return write_scale_report(out_dir);
   const Results r = read_results(out_dir);
   std::ostringstream md;
   md << "# Sweep report (generated by `phasor sweep`; do not edit)\n\n";

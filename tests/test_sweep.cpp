@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/sweep.h"
+#include "app/sweep_stats.h"
 #include "models/data/corpus.h"
 #include "tensor/error.h"
 #include "tests/helpers.h"
@@ -191,4 +194,201 @@ TEST_CASE("sweep --data sweeps the user's own texts and --variants a subset; unk
   CHECK(nlohmann::json::parse(read_text_file((out / "cells" / "corpus-rope-s1" / "config.json").string()))["data"] ==
         fs::absolute(corpus).lexically_normal().string());
   CHECK(read_text_file((out / "report.md").string()).find("corpus") != std::string::npos);
+}
+
+// ------------------------------------------------------------------ sizes (the scale preset)
+
+namespace {
+
+double rope_parameters(int64_t n_layers, int64_t n_heads, int64_t d_model, int64_t d_ff) {
+  ModelConfig c;
+  c.position = Position::Rope;
+  c.n_layers = n_layers, c.n_heads = n_heads, c.d_model = d_model, c.d_ff = d_ff;
+  return c.parameter_count();
+}
+
+}  // namespace
+
+TEST_CASE("the scale preset: the quick model, the README's and four times it, four variants, two tasks, one token rule") {
+  const SweepPlan p = sweep_preset("scale");
+  REQUIRE(p.sizes.size() == 3);
+  const SweepPlan quick = sweep_preset("quick");
+  CHECK(rope_parameters(p.sizes[0].n_layers, p.sizes[0].n_heads, p.sizes[0].d_model, p.sizes[0].d_ff) ==
+        rope_parameters(quick.n_layers, quick.n_heads, quick.variants[0].d_model, quick.variants[0].d_ff));
+  const double readme = rope_parameters(4, 4, 128, 352);  // the README's main job
+  CHECK(rope_parameters(p.sizes[1].n_layers, p.sizes[1].n_heads, p.sizes[1].d_model, p.sizes[1].d_ff) == readme);
+  CHECK(rope_parameters(p.sizes[2].n_layers, p.sizes[2].n_heads, p.sizes[2].d_model, p.sizes[2].d_ff) >= 3.9 * readme);
+  std::vector<std::string> names;
+  for (const SweepVariant& v : p.variants) names.push_back(v.name);
+  CHECK(names == std::vector<std::string>{"complexformer-rope", "complexformer-paper", "rope", "alibi"});
+  CHECK(p.tasks == std::vector<std::string>{"kjv", "code"});
+  CHECK(p.seeds >= 2);
+  CHECK(p.precision == "bf16");
+  CHECK(p.eval_lengths == std::vector<int64_t>{p.seq_len(), 4 * p.seq_len(), 16 * p.seq_len()});
+  // The token rule, by hand: min(20 x 117,056, 8,192,000) = 2,341,120 tokens = 1143.1 steps of 2048 -> 1144;
+  // the larger two reach the cap, 8,192,000 / 2048 = 4000 steps.
+  CHECK(p.tokens_per_parameter == 20);
+  CHECK(p.max_tokens == 8'192'000);
+  CHECK(p.batch * p.seq_len() == 2048);
+  CHECK(p.sizes[0].steps == 1144);
+  CHECK(p.sizes[1].steps == 4000);
+  CHECK(p.sizes[2].steps == 4000);
+  for (const SweepSize& s : p.sizes) {
+    CHECK(size_parameters(s) == rope_parameters(s.n_layers, s.n_heads, s.d_model, s.d_ff));
+    CHECK(s.steps == token_rule_steps(p, size_parameters(s)));
+  }
+
+  const auto cells = sweep_cells(p);
+  CHECK(cells.size() == p.sizes.size() * static_cast<size_t>(p.seeds) * p.tasks.size() * p.variants.size());
+  std::set<std::string> unique;
+  for (const auto& c : cells) {
+    unique.insert(c.name);
+    CHECK(c.name == c.task + "-" + c.size.name + "-" + c.variant.name + "-s" + std::to_string(c.seed));
+    CHECK(c.long_context);  // every task at every length
+    CHECK((c.variant.d_model == c.size.d_model && c.variant.d_ff == c.size.d_ff && c.size.d_model > 0));
+  }
+  CHECK(unique.size() == cells.size());
+  CHECK(unique.count("code-837k-complexformer-paper-s2") == 1);
+  // Smallest size first, its first seed on every task and variant before its second.
+  CHECK(cells.front().name == "kjv-117k-complexformer-rope-s1");
+  CHECK(cells[8].name == "kjv-117k-complexformer-rope-s2");
+  CHECK(cells.back().size.name == p.sizes.back().name);
+
+  const nlohmann::json j = to_json(p);
+  CHECK(j["precision"] == "bf16");
+  CHECK(j["sizes"].size() == 3);
+  CHECK(to_json(sweep_plan_from_json(j)) == j);
+  SweepPlan shorter = p;
+  set_sweep_steps(shorter, 10);
+  for (const SweepSize& s : shorter.sizes) CHECK((s.steps == 10 && s.warmup <= 1));
+}
+
+TEST_CASE("the plans of earlier sweeps still read as their presets, so those sweeps still resume") {
+  for (const char* preset : {"quick", "long"}) {
+    const std::string path = std::string(PHASOR_SOURCE_DIR) + "/docs/results/" + preset + "/plan.json";
+    const nlohmann::json kept = nlohmann::json::parse(read_text_file(path));
+    const SweepPlan plan = sweep_plan_from_json(kept);
+    CHECK(plan.sizes.empty());
+    CHECK(plan.precision == "float32");
+    CHECK(to_json(plan) == kept);
+    CHECK(sweep_cells(plan).front().name == "kjv-complexformer-rope-s1");
+  }
+}
+
+TEST_CASE("a sweep of two sizes records each cell's config, commit and checkpoint hash, resumes, and stops when told") {
+  const fs::path out = fresh_temp_dir("sizes");
+  SweepPlan plan = tiny_plan();
+  plan.name = "tiny-sizes";
+  plan.variants = {{"complexformer-rope", Position::ComplexFormer, CmhaInit::Rope, 0, 0}, {"rope", Position::Rope, CmhaInit::Rope, 0, 0}};
+  plan.efficiency.clear();
+  plan.eval_lengths = {16, 32};
+  plan.long_context_every_task = true;
+  plan.seeds = 1;
+  plan.n_layers = plan.n_heads = plan.steps = plan.warmup = 0;
+  plan.sizes = {{"small", 1, 2, 8, 16, 1, 0}, {"large", 1, 2, 16, 32, 2, 0}};
+  plan.tokens_per_parameter = 1;
+  plan.max_tokens = 64;
+  plan.precision = "bf16";
+  plan.throughput_rounds = 0;
+  run_sweep(plan, out.string(), PHASOR_CLI_PATH);
+
+  const auto cells = sweep_cells(plan);
+  REQUIRE(cells.size() == 4);
+  CHECK(cells[0].name == "arith-small-complexformer-rope-s1");
+  std::map<std::string, fs::file_time_type> stamps;
+  for (const auto& c : cells) {
+    const fs::path result = out / "cells" / c.name / "result.json";
+    const auto r = nlohmann::json::parse(read_text_file(result.string()));
+    CHECK(r["size"] == c.size.name);
+    CHECK(r["steps"] == c.size.steps);
+    CHECK(r["config"]["model"]["d_model"] == c.size.d_model);
+    CHECK(r["config"]["precision"] == "bf16");
+    CHECK(r["config"]["seed"] == 1);
+    CHECK(r["eval"].size() == 2);
+    CHECK(!r["commit"].get<std::string>().empty());
+    CHECK(r["checkpoint_hash"] ==
+          text_hash(read_text_file((out / "cells" / c.name / r["checkpoint"].get<std::string>() / "model.safetensors").string())));
+    stamps[c.name] = fs::last_write_time(result);
+  }
+  // The second run trains nothing new.
+  run_sweep(plan, out.string(), PHASOR_CLI_PATH);
+  for (const auto& c : cells) CHECK(fs::last_write_time(out / "cells" / c.name / "result.json") == stamps[c.name]);
+  // Stopped at once, a run starts nothing; a cell run again from scratch reproduces its weights and losses bit for bit.
+  const auto first = nlohmann::json::parse(read_text_file((out / "cells" / cells[3].name / "result.json").string()));
+  fs::remove(out / "cells" / cells[3].name / "result.json");
+  run_sweep(plan, out.string(), PHASOR_CLI_PATH, /*stop_after_minutes=*/0);  // --stop-after 0: starts none
+  CHECK(!fs::exists(out / "cells" / cells[3].name / "result.json"));
+  run_sweep(plan, out.string(), PHASOR_CLI_PATH);
+  for (size_t i = 0; i < 3; ++i) CHECK(fs::last_write_time(out / "cells" / cells[i].name / "result.json") == stamps[cells[i].name]);
+  const auto again = nlohmann::json::parse(read_text_file((out / "cells" / cells[3].name / "result.json").string()));
+  CHECK(again["checkpoint_hash"] == first["checkpoint_hash"]);
+  CHECK(again["eval"] == first["eval"]);
+  fs::remove_all(out);
+}
+
+TEST_CASE("weighted_line_fit: slope, intercept, their standard errors and chi2 against values worked by hand") {
+  // x 0 1 2, y 0 1 3, se 1 1 0.5 (weights 1 1 4): S 6, Sx 9, Sxx 17, Sy 13, Sxy 25, det 6*17 - 81 = 21.
+  const LineFit f = weighted_line_fit({0, 1, 2}, {0, 1, 3}, {1, 1, 0.5});
+  CHECK(f.slope == doctest::Approx(33.0 / 21));            // (6*25 - 9*13) / 21
+  CHECK(f.intercept == doctest::Approx(-4.0 / 21));        // (17*13 - 9*25) / 21
+  CHECK(f.slope_se == doctest::Approx(std::sqrt(6.0 / 21)));
+  CHECK(f.intercept_se == doctest::Approx(std::sqrt(17.0 / 21)));
+  CHECK(f.chi2 == doctest::Approx(4.0 / 21));              // residuals 4/21, -8/21, 1/21 over se 1, 1, 0.5
+  CHECK(f.points == 3);
+  CHECK(f.slope_distinguishable_from_zero());              // 1.571 > 2 x 0.535
+  CHECK(!weighted_line_fit({0, 1}, {0, 1}, {1, 1}).slope_distinguishable_from_zero());  // 1 against 2 x 1.414
+  CHECK_THROWS_WITH_AS(weighted_line_fit({1, 1}, {0, 1}, {1, 1}), doctest::Contains("two distinct x"), Error);
+  CHECK_THROWS_WITH_AS(weighted_line_fit({0, 1}, {0, 1}, {1, 0}), doctest::Contains("positive"), Error);
+  CHECK_THROWS_WITH_AS(weighted_line_fit({0, 1}, {0}, {1, 1}), doctest::Contains("one of each"), Error);
+}
+
+TEST_CASE("the scale report: means, standard errors, gaps and their fit from synthetic results, and which cells are done") {
+  const fs::path out = fresh_temp_dir("scale_report");
+  SweepPlan plan = sweep_preset("scale");
+  choose_sweep_tasks(plan, {}, {}, {"complexformer-paper", "rope"});
+  plan.seeds = 2;
+  fs::create_directories(out / "cells");
+  write_bytes(out / "plan.json", to_json(plan).dump(2));
+  // Parameters 1e5, 1e6, 1e7 (log10: 5, 6, 7). Two seeds m - d and m + d have
+  // mean m and standard error exactly d. rope: 2.1 +- d at every size;
+  // complexformer-paper: 2.1 + 0.1 i +- d at size i, so the gap is 0, 0.1,
+  // 0.2 +- d sqrt(2), a slope of 0.1 per decade with standard error
+  // d sqrt(2) / sqrt(Sxx = 2) = d. kjv: d = 0.1 (slope 0.1 +- 0.1, not
+  // distinguishable); code: d = 0.01 (0.1 +- 0.01, distinguishable).
+  for (const SweepCell& c : sweep_cells(plan)) {
+    const size_t i = c.size.name == "117k" ? 0 : c.size.name == "837k" ? 1 : 2;
+    const double d = c.task == "kjv" ? 0.1 : 0.01;
+    const double mean = 2.1 + (c.variant.name == "rope" ? 0.0 : 0.1 * static_cast<double>(i));
+    const double loss = mean + (c.seed == 1 ? -d : d);
+    nlohmann::json eval;
+    for (int64_t l : plan.eval_lengths) eval[std::to_string(l)] = {{"loss", loss + static_cast<double>(l) / 1e4}};
+    write_bytes(out / "cells" / c.name / "result.json",
+                nlohmann::json{{"eval", eval}, {"parameters", std::pow(10.0, 5.0 + static_cast<double>(i))}, {"train_seconds", 10.0 * (1.0 + i)}}.dump());
+  }
+  write_bytes(out / "throughput.json", R"({"117k": {"rope": [20480, 10240, 40960], "complexformer-paper": [10240]}})");
+  write_sweep_report(out.string());
+  std::string report = read_text_file((out / "report.md").string());
+  CHECK(report.find("All 24 cells done.") != std::string::npos);
+  CHECK(report.find("| 837k | rope | 1000000 | 2.1128 ± 0.1000 | 2.1512 ± 0.1000 | 2.3048 ± 0.1000 |") != std::string::npos);
+  CHECK(report.find("| code | 3.3M | 10000000 | +0.2000 ± 0.0141 |") != std::string::npos);
+  CHECK(report.find("| kjv | complexformer-paper | 3 | +0.1000 ± 0.1000 | 0.00 (1 dof) | not distinguishable from zero |") != std::string::npos);
+  CHECK(report.find("| code | complexformer-paper | 3 | +0.1000 ± 0.0100 | 0.00 (1 dof) | **distinguishable from zero** |") != std::string::npos);
+  CHECK(report.find("| 117k | 200.0 (2.00x) | 100.0 (1.00x) |") != std::string::npos);  // 2048 tokens a step at 10240 and 20480 tokens/s
+  CHECK(report.find("| 117k | 2 | 4 | 64 | 176 | 117056 | 1144 | 57 | 2342912 | 20.0 | 10 s | 8 / 8 |") != std::string::npos);
+  const std::string chart = read_text_file((out / "gap_code.svg").string());
+  CHECK(count_of(chart, "class=\"error-bar\"") == 3);
+  CHECK(count_of(chart, "<circle") == 3);
+  CHECK(chart.find(">1M</text>") != std::string::npos);
+
+  // Partial: a missing cell is named, and a size with one seed left drops out of the fit.
+  fs::remove(out / "cells" / "kjv-3.3M-rope-s2" / "result.json");
+  fs::remove(out / "throughput.json");
+  write_sweep_report(out.string());
+  report = read_text_file((out / "report.md").string());
+  CHECK(report.find("**23 of 24 cells done**") != std::string::npos);  // two points, 0 and 0.1 +- 0.1 sqrt(2): slope se 0.2
+  CHECK(report.find("`kjv-3.3M-rope-s2`") != std::string::npos);
+  CHECK(report.find("| 3.3M | rope | 10000000 | 2.0128 ± 0.0000 (n=1) |") != std::string::npos);  // seed 1: 2.1 - 0.1 + 128 / 1e4
+  CHECK(report.find("| kjv | complexformer-paper | 2 | +0.1000 ± 0.2000 | – (2 points) |") != std::string::npos);
+  CHECK(report.find("Not measured yet") != std::string::npos);
+  fs::remove_all(out);
 }

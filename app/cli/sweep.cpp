@@ -19,8 +19,10 @@ class Sweep final : public Command {
   Sweep() : Command("sweep", "train and evaluate every variant on every task with several seeds (docs/RESULTS.md)") {}
 
   void add_flags(Flags& flags) override {
-    flags.option("--preset", preset_, "quick (a 2-core CPU, under 40 minutes), long (long context to 65,536 positions, 2 cores, about an hour) or full (a GPU)")
-        .one_of({"quick", "long", "full"});
+    flags.option("--preset", preset_,
+                 "quick (a 2-core CPU, under 40 minutes), long (long context to 65,536 positions, 2 cores, about an hour), full (a GPU) "
+                 "or scale (three model sizes in bf16, 2 cores, at most 6 hours: run it in pieces with --stop-after)")
+        .one_of({"quick", "long", "full", "scale"});
     flags.option("--out", out_, "folder of the sweep; rerunning continues it").required();
     flags.option("--jobs", jobs_, "cells trained at once (default: the preset's)").within(1, 256);
     flags.option("--steps", steps_, "training steps per cell (default: the preset's)").within(int64_t{1}, int64_t{1'000'000'000'000});
@@ -32,6 +34,7 @@ class Sweep final : public Command {
     flags.option("--variants", variants_, "only these of the preset's variants, by name (e.g. complexformer-rope rope)");
     flags.option("--throughput-rounds", rounds_, "rounds of the throughput measurement (default: the preset's)").within(int64_t{0}, int64_t{100});
     flags.option("--device", device_, "cpu or cuda (default: the preset's)").one_of({"cpu", "cuda"});
+    flags.option("--stop-after", stop_after_, "start no cell after this many minutes (running ones finish; 0: only write the plan); rerun to continue").finite_within(0, 1e6);
     flags.flag("--report-only", report_only_, "only rewrite report.md and the plots from the results so far");
     flags.option("--cell", cell_, "run one cell of an existing sweep in this process (what the sweep itself starts)");
   }
@@ -45,14 +48,14 @@ class Sweep final : public Command {
     if (!report_only_) {
       SweepPlan plan = sweep_preset(preset_);
       if (jobs_ > 0) plan.jobs = jobs_;
-      if (steps_ > 0) plan.steps = steps_, plan.warmup = std::min(plan.warmup, steps_ / 10);
+      if (steps_ > 0) set_sweep_steps(plan, steps_);
       if (seeds_ > 0) plan.seeds = seeds_;
       if (eval_tokens_ > 0) plan.eval_tokens = eval_tokens_;
       if (arith_ >= 0) plan.arith_problems = arith_;
       if (rounds_ >= 0) plan.throughput_rounds = rounds_;
       choose_sweep_tasks(plan, tasks_, files_, variants_);
       if (!device_.empty()) plan.device = device_;
-      run_sweep(plan, out_, std::filesystem::read_symlink("/proc/self/exe").string());
+      run_sweep(plan, out_, std::filesystem::read_symlink("/proc/self/exe").string(), stop_after_);
     }
     write_sweep_report(out_);
     std::printf("wrote %s/report.md\n", out_.c_str());
@@ -64,6 +67,7 @@ class Sweep final : public Command {
   int64_t steps_ = 0, seeds_ = 0, eval_tokens_ = 0, arith_ = -1, rounds_ = -1;
   std::vector<std::string> tasks_, files_, variants_;
   int jobs_ = 0;
+  double stop_after_ = -1;  // no limit
   bool report_only_ = false;
 };
 
