@@ -274,7 +274,7 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
     PHASOR_CHECK(fs::is_regular_file(file) || fs::is_directory(file), "sweep: --data '", file, "' is not a file or a folder of them");
     const std::string name = fs::path(file).stem().string();
     PHASOR_CHECK(!name.empty() && std::find(plan.tasks.begin(), plan.tasks.end(), name) == plan.tasks.end() &&
-                     name != "kjv" && name != "code" && name != "arith",
+                     !is_builtin_corpus(name),
                  "sweep: two tasks would be named '", name, "' (a task is named by its file's stem); rename one of the files");
     plan.tasks.push_back(name);
     plan.task_files[name] = data_location(file);

@@ -231,6 +231,10 @@ std::string load_text(const std::string& name_or_path) {
   fail("data '", name_or_path, "' is neither a file nor a built-in corpus (kjv, code, arith)");
 }
 
+bool is_builtin_corpus(std::string_view name) {
+  return std::ranges::any_of(kBuiltins, [&](const BuiltinCorpus& corpus) { return name == corpus.name; });
+}
+
 std::string data_location(const std::string& name_or_path) {
   std::error_code ec;
   if (!fs::exists(name_or_path, ec)) return name_or_path;

@@ -22,6 +22,8 @@ std::string corpus_cache_dir();
 //   arith  about 2 MB of problems such as "482+1937=2419", one per line, never a held-out one
 // Throws phasor::Error for an unknown name, an empty file or a missing tool.
 std::string load_text(const std::string& name_or_path);
+// Whether `name` is a built-in corpus's name (kjv, code, arith).
+bool is_builtin_corpus(std::string_view name);
 
 // What a run records of its data so that it can be found and checked again:
 // a file's absolute path (a built-in corpus keeps its name), and the text's
