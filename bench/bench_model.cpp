@@ -6,10 +6,13 @@
 //   build/bench/bench_model --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <optional>
+
 #include "app/evaluate.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tensor/cpu/scores_bf16.h"
 #include "tensor/storage.h"
 
 using namespace phasor;
@@ -82,8 +85,11 @@ BENCHMARK(BM_rope_rotation)->Unit(benchmark::kMicrosecond)->UseRealTime();
 // attention FLOPs (4 N^2 d per head forward: two GEMMs, half of each masked;
 // backward 2.5x that) per second, and the allocator's peak above the inputs.
 // `inputs` bfloat16: the fused op as mixed precision runs it (causal_attention_in:
-// q, k, v rounded, float32 accumulation), the rounding included.
-void BM_attention(benchmark::State& state, AttentionImpl impl, DType inputs = DType::Float32) {
+// q, k, v rounded, float32 accumulation), the rounding included; `widened`:
+// its scores from tiles widened to float32, not on AVX512-BF16 (tensor/cpu/scores_bf16.h).
+void BM_attention(benchmark::State& state, AttentionImpl impl, DType inputs = DType::Float32, bool widened = false) {
+  std::optional<cpu::WidenedScores> widen_scores;
+  if (widened) widen_scores.emplace();
   const int64_t n = state.range(0), d = state.range(1), h = 4;
   Generator g(1);
   const Tensor q = randn({1, n, h, d}, DType::Float32, &g).requires_grad_();
@@ -107,6 +113,11 @@ BENCHMARK_CAPTURE(BM_attention, fused, AttentionImpl::Fused)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_attention, fused_bf16, AttentionImpl::Fused, DType::BFloat16)
+    ->ArgsProduct({{128, 512, 1024, 2048, 4096}, {32, 64}})
+    ->ArgNames({"N", "d"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, fused_bf16_widened, AttentionImpl::Fused, DType::BFloat16, true)
     ->ArgsProduct({{128, 512, 1024, 2048, 4096}, {32, 64}})
     ->ArgNames({"N", "d"})
     ->Unit(benchmark::kMillisecond)
