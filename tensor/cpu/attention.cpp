@@ -87,11 +87,12 @@ template <class T>
 // Scratch of one thread, forward: a packed key tile, one tile of scores, and
 // the query tile's running output, maxima and sums.
 // `widened`: room for a query tile and a key (value) tile widened to T, used
-// only when the inputs are narrower than T (wide_q, wide_kv).
+// only when the inputs are narrower than T (wide_q, wide_kv); `pairs`: for a
+// key tile packed for scores_bf16 (key_pairs). The backward's likewise.
 template <class T>
 struct ForwardScratch {
   std::vector<T> kt, s, o, row_max, row_sum, wide_q, wide_kv;
-  std::vector<uint16_t> key_pairs;  // the key tile packed for scores_bf16
+  std::vector<uint16_t> key_pairs;
   ForwardScratch(int64_t d, bool widened, bool pairs)
       : kt(d * kKeyTile), s(kQueryTile * kKeyTile), o(kQueryTile * d), row_max(kQueryTile), row_sum(kQueryTile),
         wide_q(widened ? kQueryTile * d : 0), wide_kv(widened ? kKeyTile * d : 0), key_pairs(pairs ? (d + 1) / 2 * 2 * kKeyTile : 0) {}
