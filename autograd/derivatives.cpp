@@ -155,6 +155,10 @@ Tensor to(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   return record("to", ops::to(t, dtype), {t}, [](const Tensor& g) -> Grads { return {g}; });
 }
+Tensor round_through(const Tensor& t, DType storage) {
+  if (t.dtype() == storage) return t;
+  return record("round_through", ops::to(ops::to(t, storage), t.dtype()), {t}, [](const Tensor& g) -> Grads { return {g}; });
+}
 Tensor to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   return record("to_device", ops::to_device(t, device), {t}, [from = t.device()](const Tensor& g) -> Grads {

@@ -28,6 +28,10 @@ Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 Tensor to(const Tensor& t, DType dtype);
 Tensor to(const Tensor& t, Device device);
+// t rounded to `storage` and back (its values as `storage` holds them), in t's
+// dtype; the gradient passes through unrounded, as for a cast to `storage`
+// and back whose backward keeps t's precision.
+Tensor round_through(const Tensor& t, DType storage);
 
 // ---- elementwise ----
 Tensor add(const Tensor& a, const Tensor& b);

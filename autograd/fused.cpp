@@ -188,6 +188,21 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
                 });
 }
 
+Tensor causal_attention_in(DType inputs, const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset,
+                           const Tensor& slopes) {
+  if (inputs == q.dtype()) return causal_attention(q, k, v, scale, offset, slopes);
+  const ops::AttentionParams params{scale, offset, slopes};
+  const Tensor qs = ops::to(q, inputs), ks = ops::to(k, inputs), vs = ops::to(v, inputs);
+  ops::AttentionResult r = ops::causal_attention(qs, ks, vs, params);
+  // The gradients come back in the kernels' float32; the engine gives each input its own dtype.
+  return record("causal_attention_in", r.out, {q, k, v},
+                [qs, ks, vs, so = SavedTensor(r.out), sl = SavedTensor(r.logsumexp), params](const Tensor& g) -> Grads {
+                  PHASOR_CHECK(!create_graph(), "causal_attention_in: no second order through mixed precision (create_graph)");
+                  ops::AttentionGrads d = ops::causal_attention_backward(g, qs, ks, vs, {so.get(), sl.get()}, params);
+                  return {d.dq, d.dk, d.dv};
+                });
+}
+
 // Scores = Re(q' k'^H) = q_real k_real^T over the interleaved layout: one real GEMM per (batch, head).
 Tensor materialized_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset, const Tensor& slopes,
                               Tensor* probs) {

@@ -25,6 +25,14 @@ Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bia
 // ops::causal_attention): softmax(scale q k^T - ALiBi bias, causal) v, with O(N d)
 // memory. Query i sits at position offset + i; slopes [H] may be undefined.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0, const Tensor& slopes = Tensor());
+// causal_attention with q, k and v stored in `inputs` (bfloat16: mixed
+// precision, nn/precision.h): rounded once, read so by the fused kernels and
+// saved so for backward (half float32's memory), while the scores, softmax and
+// weighted sum accumulate in float32. The output is float32, and the gradients
+// reach q, k and v in float32, unrounded. First order only: create_graph is
+// refused. `inputs` equal to q's dtype is causal_attention.
+Tensor causal_attention_in(DType inputs, const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0,
+                           const Tensor& slopes = Tensor());
 // The same attention composed of autograd ops, every score and probability
 // materialised ([B, H, Nq, Nk]): the readable reference of causal_attention.
 // `probs`, when given, receives the probabilities.

@@ -6,10 +6,13 @@
 //   build/bench/bench_model --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <optional>
+
 #include "app/evaluate.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
 #include "phasor.h"
+#include "tensor/cpu/scores_bf16.h"
 #include "tensor/storage.h"
 
 using namespace phasor;
@@ -81,7 +84,12 @@ BENCHMARK(BM_rope_rotation)->Unit(benchmark::kMicrosecond)->UseRealTime();
 // positions: the fused op against the materialised path. Reports the causal
 // attention FLOPs (4 N^2 d per head forward: two GEMMs, half of each masked;
 // backward 2.5x that) per second, and the allocator's peak above the inputs.
-void BM_attention(benchmark::State& state, AttentionImpl impl) {
+// `inputs` bfloat16: the fused op as mixed precision runs it (causal_attention_in:
+// q, k, v rounded, float32 accumulation), the rounding included; `widened`:
+// its scores from tiles widened to float32, not on AVX512-BF16 (tensor/cpu/scores_bf16.h).
+void BM_attention(benchmark::State& state, AttentionImpl impl, DType inputs = DType::Float32, bool widened = false) {
+  std::optional<cpu::WidenedScores> widen_scores;
+  if (widened) widen_scores.emplace();
   const int64_t n = state.range(0), d = state.range(1), h = 4;
   Generator g(1);
   const Tensor q = randn({1, n, h, d}, DType::Float32, &g).requires_grad_();
@@ -92,7 +100,7 @@ void BM_attention(benchmark::State& state, AttentionImpl impl) {
   const int64_t before = memory_stats(DeviceType::CPU).in_use;
   reset_peak_memory(DeviceType::CPU);
   for (auto _ : state) {
-    const Tensor o = impl == AttentionImpl::Fused ? causal_attention(q, k, v, scale) : materialized_attention(q, k, v, scale);
+    const Tensor o = impl == AttentionImpl::Fused ? causal_attention_in(inputs, q, k, v, scale) : materialized_attention(q, k, v, scale);
     o.backward(grad);
   }
   const double flops = 3.5 * 4.0 * static_cast<double>(n * n * d * h) / 2.0;
@@ -100,6 +108,16 @@ void BM_attention(benchmark::State& state, AttentionImpl impl) {
   state.counters["peak_MiB"] = static_cast<double>(memory_stats(DeviceType::CPU).peak - before) / (1 << 20);
 }
 BENCHMARK_CAPTURE(BM_attention, fused, AttentionImpl::Fused)
+    ->ArgsProduct({{128, 512, 1024, 2048, 4096}, {32, 64}})
+    ->ArgNames({"N", "d"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, fused_bf16, AttentionImpl::Fused, DType::BFloat16)
+    ->ArgsProduct({{128, 512, 1024, 2048, 4096}, {32, 64}})
+    ->ArgNames({"N", "d"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_attention, fused_bf16_widened, AttentionImpl::Fused, DType::BFloat16, true)
     ->ArgsProduct({{128, 512, 1024, 2048, 4096}, {32, 64}})
     ->ArgNames({"N", "d"})
     ->Unit(benchmark::kMillisecond)

@@ -26,7 +26,9 @@
 //
 // Arithmetic: plain FMA on the CUDA cores in the operand dtype (float32 or
 // float64), exp/log at full precision (expf, not __expf); no tensor cores,
-// TF32 included. Blocks are 256 threads seen as 16 x 16 (ty, tx): a thread owns
+// TF32 included. Inputs q, k, v of element type In may be bfloat16 (mixed
+// precision, nn/precision.h): they are widened to float32 as they are loaded,
+// and everything else is float32, as on the CPU. Blocks are 256 threads seen as 16 x 16 (ty, tx): a thread owns
 // rows ty + 16 i of its tile and keys (or head columns) tx + 16 j, so the 16
 // threads sharing a row are 16 consecutive lanes of one warp and reduce with
 // shuffles. The head width d is padded to DP in {16, 32, 64, 96, 128} with
@@ -36,6 +38,7 @@
 #include <algorithm>
 
 #include "cuda/common.cuh"
+#include "tensor/bfloat16.h"
 
 namespace phasor::gpu {
 
@@ -64,9 +67,16 @@ struct Rows {
   __device__ const T* at(int64_t b, int64_t n, int64_t h, int64_t d) const { return p + b * sb + n * sn + h * d; }
 };
 
-template <class T>
+// An input element in the accumulation type T (bfloat16 -> float32 is exact).
+template <class T, class In>
+__host__ __device__ inline T widen(In x) {
+  return static_cast<T>(x);
+}
+
+// T: the accumulation and results' type; In: the element type of q, k, v.
+template <class T, class In = T>
 struct Attn {
-  Rows<T> q, k, v;
+  Rows<In> q, k, v;
   Rows<T> g, o;         // backward: dO and the forward's output
   const T* slopes;      // [H] or null
   const T* lse;         // backward: [B, H, Nq]
@@ -109,11 +119,12 @@ __device__ inline T sum16(T v) {
 
 // dst[r * LD + e] = src row r, element e, for r < ROWS and e < DP: zeros past the
 // `rows` valid rows and past the head width d (so padded keys and columns add 0).
-template <class T, int ROWS, int DP, int LD>
-__device__ inline void load_tile(T* dst, const T* src, int64_t row_stride, int64_t rows, int d) {
+// src's elements are widened to T.
+template <class T, int ROWS, int DP, int LD, class S>
+__device__ inline void load_tile(T* dst, const S* src, int64_t row_stride, int64_t rows, int d) {
   for (int idx = threadIdx.x; idx < ROWS * DP; idx += kAttnThreads) {
     const int r = idx / DP, e = idx - r * DP;
-    dst[r * LD + e] = r < rows && e < d ? src[r * row_stride + e] : T(0);
+    dst[r * LD + e] = r < rows && e < d ? widen<T>(src[r * row_stride + e]) : T(0);
   }
 }
 
@@ -250,8 +261,8 @@ struct DqTile {
 
 // ---------------------------------------------------------------- forward
 
-template <class T, int DP>
-__global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const Attn<T> a, int64_t tiles) {
+template <class T, int DP, class In>
+__global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const Attn<T, In> a, int64_t tiles) {
   using C = FwdTile<T, DP>;
   constexpr int TM = C::TM, TN = C::TN, TD = C::TD, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
@@ -267,8 +278,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
   const int64_t pos0 = a.offset + q0;                 // position of the tile's first row
   const int64_t n_end = smaller(a.nk, pos0 + rows);   // the keys any valid row sees: [0, n_end)
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
-  const T* kbase = a.k.at(b, 0, h, a.d);
-  const T* vbase = a.v.at(b, 0, h, a.d);
+  const In* kbase = a.k.at(b, 0, h, a.d);
+  const In* vbase = a.v.at(b, 0, h, a.d);
   load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
 
   T m[TM], l[TM], o[1][TM][TD];
@@ -344,8 +355,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
 // ---------------------------------------------------------------- backward
 
 // D[b, h, i] = sum_e dO[b, i, h, e] O[b, i, h, e]: one warp per row.
-template <class T>
-__global__ void attention_delta_kernel(const Attn<T> a, T* delta) {
+template <class T, class In>
+__global__ void attention_delta_kernel(const Attn<T, In> a, T* delta) {
   const int64_t rows = a.b * a.nq * a.h;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp
@@ -360,8 +371,8 @@ __global__ void attention_delta_kernel(const Attn<T> a, T* delta) {
 }
 
 // dK and dV of one key tile: a sum over the query tiles at or below the diagonal.
-template <class T, int DP>
-__global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn<T> a) {
+template <class T, int DP, class In>
+__global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn<T, In> a) {
   using C = DkvTile<T, DP>;
   constexpr int TK = C::TK, TQ = C::TQ, TD = C::TD, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
@@ -436,8 +447,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
 }
 
 // dQ of one query tile: a sum over the key tiles up to the diagonal.
-template <class T, int DP>
-__global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T> a, int64_t tiles) {
+template <class T, int DP, class In>
+__global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T, In> a, int64_t tiles) {
   using C = DqTile<T, DP>;
   constexpr int TM = C::TM, TN = C::TN, TD = C::TD, LD = C::LD, LP = C::LP, BQ = C::BQ, BK = C::BK;
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
@@ -454,8 +465,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
   const int64_t pos0 = a.offset + q0;
   const int64_t n_end = smaller(a.nk, pos0 + rows);
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
-  const T* kbase = a.k.at(b, 0, h, a.d);
-  const T* vbase = a.v.at(b, 0, h, a.d);
+  const In* kbase = a.k.at(b, 0, h, a.d);
+  const In* vbase = a.v.at(b, 0, h, a.d);
   load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
   load_tile<T, BQ, DP, LD>(gs, a.g.at(b, q0, h, a.d), a.g.sn, rows, a.d);
   T lse_r[TM], del_r[TM], dq[1][TM][TD];
@@ -511,17 +522,17 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
 // 128-wide chunk, and the head width walked by the threads in turn; per-row
 // vectors live in dynamic shared memory. No reuse of K and V across rows.
 
-template <class T>
-__global__ void attention_forward_simple_kernel(const Attn<T> a) {
+template <class T, class In>
+__global__ void attention_forward_simple_kernel(const Attn<T, In> a) {
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qrow = reinterpret_cast<T*>(attn_smem);  // [d]
   T* acc = qrow + a.d;                         // [d]
   T* ps = acc + a.d;                           // [kSimpleThreads]
   const int t = threadIdx.x;
   const int64_t qi = static_cast<int64_t>(blockIdx.x) % a.nq, bh = static_cast<int64_t>(blockIdx.x) / a.nq, b = bh / a.h, h = bh % a.h;
-  const T* q = a.q.at(b, qi, h, a.d);
+  const In* q = a.q.at(b, qi, h, a.d);
   for (int e = t; e < a.d; e += kSimpleThreads) {
-    qrow[e] = q[e];
+    qrow[e] = widen<T>(q[e]);
     acc[e] = T(0);
   }
   __syncthreads();
@@ -532,9 +543,9 @@ __global__ void attention_forward_simple_kernel(const Attn<T> a) {
     const int64_t n = k0 + t;
     T x = neg_inf<T>();
     if (n < n_end) {
-      const T* kr = a.k.at(b, n, h, a.d);
+      const In* kr = a.k.at(b, n, h, a.d);
       T dot = T(0);
-      for (int e = 0; e < a.d; ++e) dot += qrow[e] * kr[e];
+      for (int e = 0; e < a.d; ++e) dot += qrow[e] * widen<T>(kr[e]);
       x = scale * dot - slope * static_cast<T>(pos - n);
     }
     const T tile_max = block_reduce(x, MaxOp{}, neg_inf<T>());
@@ -547,7 +558,7 @@ __global__ void attention_forward_simple_kernel(const Attn<T> a) {
     const int count = static_cast<int>(smaller<int64_t>(kSimpleThreads, n_end - k0));
     for (int e = t; e < a.d; e += kSimpleThreads) {
       T sum = acc[e] * alpha;
-      for (int c = 0; c < count; ++c) sum += ps[c] * a.v.at(b, k0 + c, h, a.d)[e];
+      for (int c = 0; c < count; ++c) sum += ps[c] * widen<T>(a.v.at(b, k0 + c, h, a.d)[e]);
       acc[e] = sum;
     }
   }
@@ -556,8 +567,8 @@ __global__ void attention_forward_simple_kernel(const Attn<T> a) {
   if (t == 0) a.lse_out[bh * a.nq + qi] = m + lg(l);
 }
 
-template <class T>
-__global__ void attention_dq_simple_kernel(const Attn<T> a) {
+template <class T, class In>
+__global__ void attention_dq_simple_kernel(const Attn<T, In> a) {
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* qrow = reinterpret_cast<T*>(attn_smem);  // [d]
   T* grow = qrow + a.d;                        // [d]
@@ -565,9 +576,10 @@ __global__ void attention_dq_simple_kernel(const Attn<T> a) {
   T* ds = acc + a.d;                           // [kSimpleThreads]
   const int t = threadIdx.x;
   const int64_t qi = static_cast<int64_t>(blockIdx.x) % a.nq, bh = static_cast<int64_t>(blockIdx.x) / a.nq, b = bh / a.h, h = bh % a.h;
-  const T *q = a.q.at(b, qi, h, a.d), *g = a.g.at(b, qi, h, a.d);
+  const In* q = a.q.at(b, qi, h, a.d);
+  const T* g = a.g.at(b, qi, h, a.d);
   for (int e = t; e < a.d; e += kSimpleThreads) {
-    qrow[e] = q[e];
+    qrow[e] = widen<T>(q[e]);
     grow[e] = g[e];
     acc[e] = T(0);
   }
@@ -579,11 +591,11 @@ __global__ void attention_dq_simple_kernel(const Attn<T> a) {
     const int64_t n = k0 + t;
     T d_s = T(0);
     if (n < n_end) {
-      const T *kr = a.k.at(b, n, h, a.d), *vr = a.v.at(b, n, h, a.d);
+      const In *kr = a.k.at(b, n, h, a.d), *vr = a.v.at(b, n, h, a.d);
       T s = T(0), dp = T(0);
       for (int e = 0; e < a.d; ++e) {
-        s += qrow[e] * kr[e];
-        dp += grow[e] * vr[e];
+        s += qrow[e] * widen<T>(kr[e]);
+        dp += grow[e] * widen<T>(vr[e]);
       }
       d_s = ex(scale * s - slope * static_cast<T>(pos - n) - lse) * (dp - del);
     }
@@ -592,7 +604,7 @@ __global__ void attention_dq_simple_kernel(const Attn<T> a) {
     const int count = static_cast<int>(smaller<int64_t>(kSimpleThreads, n_end - k0));
     for (int e = t; e < a.d; e += kSimpleThreads) {
       T sum = acc[e];
-      for (int c = 0; c < count; ++c) sum += ds[c] * a.k.at(b, k0 + c, h, a.d)[e];
+      for (int c = 0; c < count; ++c) sum += ds[c] * widen<T>(a.k.at(b, k0 + c, h, a.d)[e]);
       acc[e] = sum;
     }
     __syncthreads();
@@ -601,8 +613,8 @@ __global__ void attention_dq_simple_kernel(const Attn<T> a) {
   for (int e = t; e < a.d; e += kSimpleThreads) out[e] = acc[e] * scale;
 }
 
-template <class T>
-__global__ void attention_dkdv_simple_kernel(const Attn<T> a) {
+template <class T, class In>
+__global__ void attention_dkdv_simple_kernel(const Attn<T, In> a) {
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
   T* krow = reinterpret_cast<T*>(attn_smem);  // [d]
   T* vrow = krow + a.d;                        // [d]
@@ -612,10 +624,10 @@ __global__ void attention_dkdv_simple_kernel(const Attn<T> a) {
   T* ds = ps + kSimpleThreads;                 // [kSimpleThreads]
   const int t = threadIdx.x;
   const int64_t n = static_cast<int64_t>(blockIdx.x) % a.nk, bh = static_cast<int64_t>(blockIdx.x) / a.nk, b = bh / a.h, h = bh % a.h;
-  const T *k = a.k.at(b, n, h, a.d), *v = a.v.at(b, n, h, a.d);
+  const In *k = a.k.at(b, n, h, a.d), *v = a.v.at(b, n, h, a.d);
   for (int e = t; e < a.d; e += kSimpleThreads) {
-    krow[e] = k[e];
-    vrow[e] = v[e];
+    krow[e] = widen<T>(k[e]);
+    vrow[e] = widen<T>(v[e]);
     acck[e] = accv[e] = T(0);
   }
   __syncthreads();
@@ -625,10 +637,11 @@ __global__ void attention_dkdv_simple_kernel(const Attn<T> a) {
     const int64_t qi = i0 + t;
     T p = T(0), d_s = T(0);
     if (qi < a.nq) {
-      const T *qr = a.q.at(b, qi, h, a.d), *gr = a.g.at(b, qi, h, a.d);
+      const In* qr = a.q.at(b, qi, h, a.d);
+      const T* gr = a.g.at(b, qi, h, a.d);
       T s = T(0), dp = T(0);
       for (int e = 0; e < a.d; ++e) {
-        s += qr[e] * krow[e];
+        s += widen<T>(qr[e]) * krow[e];
         dp += gr[e] * vrow[e];
       }
       p = ex(scale * s - slope * static_cast<T>(a.offset + qi - n) - a.lse[bh * a.nq + qi]);
@@ -642,7 +655,7 @@ __global__ void attention_dkdv_simple_kernel(const Attn<T> a) {
       T sk = acck[e], sv = accv[e];
       for (int c = 0; c < count; ++c) {
         sv += ps[c] * a.g.at(b, i0 + c, h, a.d)[e];
-        sk += ds[c] * a.q.at(b, i0 + c, h, a.d)[e];
+        sk += ds[c] * widen<T>(a.q.at(b, i0 + c, h, a.d)[e]);
       }
       acck[e] = sk;
       accv[e] = sv;
@@ -695,35 +708,35 @@ bool with_width(int64_t d, F&& f) {
   return false;
 }
 
-template <class T, int DP>
-bool forward_tiled(const Attn<T>& a) {
+template <class T, class In, int DP>
+bool forward_tiled(const Attn<T, In>& a) {
   using C = FwdTile<T, DP>;
-  static const bool fits = allow_shared(attention_forward_kernel<T, DP>, C::smem);
+  static const bool fits = allow_shared(attention_forward_kernel<T, DP, In>, C::smem);
   if (!fits) return false;
   const int64_t tiles = (a.nq + C::BQ - 1) / C::BQ;
-  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "forward"), kAttnThreads, C::smem, stream(), attention_forward_kernel<T, DP>)(a, tiles);
+  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "forward"), kAttnThreads, C::smem, stream(), attention_forward_kernel<T, DP, In>)(a, tiles);
   check_launch("attention_forward");
   return true;
 }
 
-template <class T, int DP>
-bool dkdv_tiled(const Attn<T>& a) {
+template <class T, class In, int DP>
+bool dkdv_tiled(const Attn<T, In>& a) {
   using C = DkvTile<T, DP>;
-  static const bool fits = allow_shared(attention_dkdv_kernel<T, DP>, C::smem);
+  static const bool fits = allow_shared(attention_dkdv_kernel<T, DP, In>, C::smem);
   if (!fits) return false;
   const int64_t tiles = (a.nk + C::BK - 1) / C::BK;
-  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "dk/dv"), kAttnThreads, C::smem, stream(), attention_dkdv_kernel<T, DP>)(a);
+  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "dk/dv"), kAttnThreads, C::smem, stream(), attention_dkdv_kernel<T, DP, In>)(a);
   check_launch("attention_backward (dk, dv)");
   return true;
 }
 
-template <class T, int DP>
-bool dq_tiled(const Attn<T>& a) {
+template <class T, class In, int DP>
+bool dq_tiled(const Attn<T, In>& a) {
   using C = DqTile<T, DP>;
-  static const bool fits = allow_shared(attention_dq_kernel<T, DP>, C::smem);
+  static const bool fits = allow_shared(attention_dq_kernel<T, DP, In>, C::smem);
   if (!fits) return false;
   const int64_t tiles = (a.nq + C::BQ - 1) / C::BQ;
-  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "dq"), kAttnThreads, C::smem, stream(), attention_dq_kernel<T, DP>)(a, tiles);
+  PHASOR_LAUNCH(blocks_of(tiles * a.b * a.h, "dq"), kAttnThreads, C::smem, stream(), attention_dq_kernel<T, DP, In>)(a, tiles);
   check_launch("attention_backward (dq)");
   return true;
 }
@@ -737,12 +750,12 @@ size_t simple_shared(K* kernel, int64_t d, int rows, int chunks) {
   return bytes;
 }
 
-template <class T>
-Attn<T> device_args(const AttentionArgs& x) {
-  Attn<T> a{};
-  a.q = {static_cast<const T*>(x.q.data), x.q.batch_stride, x.q.row_stride};
-  a.k = {static_cast<const T*>(x.k.data), x.k.batch_stride, x.k.row_stride};
-  a.v = {static_cast<const T*>(x.v.data), x.v.batch_stride, x.v.row_stride};
+template <class T, class In>
+Attn<T, In> device_args(const AttentionArgs& x) {
+  Attn<T, In> a{};
+  a.q = {static_cast<const In*>(x.q.data), x.q.batch_stride, x.q.row_stride};
+  a.k = {static_cast<const In*>(x.k.data), x.k.batch_stride, x.k.row_stride};
+  a.v = {static_cast<const In*>(x.v.data), x.v.batch_stride, x.v.row_stride};
   a.slopes = static_cast<const T*>(x.slopes);
   a.b = x.b;
   a.nq = x.nq;
@@ -754,18 +767,25 @@ Attn<T> device_args(const AttentionArgs& x) {
   return a;
 }
 
+// f.template operator()<T, In>() for inputs of dtype `t`: bfloat16 inputs accumulate in float32, the others in their own dtype.
+template <class F>
+void dispatch_inputs(DType t, const char* op, F&& f) {
+  if (t == DType::BFloat16) return f.template operator()<float, bf16>();
+  dispatch_real(t, op, [&]<class T>() { f.template operator()<T, T>(); });
+}
+
 }  // namespace
 
 // out [B, Nq, H, d] and logsumexp [B, H, Nq], contiguous.
 void launch_attention_forward(DType t, const AttentionArgs& args, void* out, void* logsumexp) {
   if (args.b * args.h * args.nq == 0) return;
-  dispatch_real(t, "causal_attention", [&]<class T>() {
-    Attn<T> a = device_args<T>(args);
+  dispatch_inputs(t, "causal_attention", [&]<class T, class In>() {
+    Attn<T, In> a = device_args<T, In>(args);
     a.out = static_cast<T*>(out);
     a.lse_out = static_cast<T*>(logsumexp);
-    if (with_width(args.d, [&]<int DP>() { return forward_tiled<T, DP>(a); })) return;
-    const size_t shared = simple_shared<T>(attention_forward_simple_kernel<T>, args.d, 2, 1);
-    PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nq, "forward"), kSimpleThreads, shared, stream(), attention_forward_simple_kernel<T>)(a);
+    if (with_width(args.d, [&]<int DP>() { return forward_tiled<T, In, DP>(a); })) return;
+    const size_t shared = simple_shared<T>(attention_forward_simple_kernel<T, In>, args.d, 2, 1);
+    PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nq, "forward"), kSimpleThreads, shared, stream(), attention_forward_simple_kernel<T, In>)(a);
     check_launch("attention_forward (any head width)");
   });
 }
@@ -775,8 +795,8 @@ void launch_attention_forward(DType t, const AttentionArgs& args, void* out, voi
 void launch_attention_backward(DType t, const AttentionArgs& args, const AttentionOperand& grad, const AttentionOperand& out,
                                const void* logsumexp, void* dq, void* dk, void* dv) {
   if (args.b * args.h == 0 || args.nk == 0) return;  // nothing to write (nq == 0 still zeroes dk and dv below)
-  dispatch_real(t, "causal_attention_backward", [&]<class T>() {
-    Attn<T> a = device_args<T>(args);
+  dispatch_inputs(t, "causal_attention_backward", [&]<class T, class In>() {
+    Attn<T, In> a = device_args<T, In>(args);
     a.g = {static_cast<const T*>(grad.data), grad.batch_stride, grad.row_stride};
     a.o = {static_cast<const T*>(out.data), out.batch_stride, out.row_stride};
     a.lse = static_cast<const T*>(logsumexp);
@@ -788,19 +808,19 @@ void launch_attention_backward(DType t, const AttentionArgs& args, const Attenti
     a.delta = delta.as<T>();
     if (rows > 0) {
       constexpr int warps = kThreads / 32;
-      PHASOR_LAUNCH(blocks_of((rows + warps - 1) / warps, "delta"), kThreads, 0, stream(), attention_delta_kernel<T>)(a, delta.as<T>());
+      PHASOR_LAUNCH(blocks_of((rows + warps - 1) / warps, "delta"), kThreads, 0, stream(), attention_delta_kernel<T, In>)(a, delta.as<T>());
       check_launch("attention_backward (delta)");
     }
     // dK, dV for every key (zeros for keys no query sees, all of them when Nq = 0).
-    if (!with_width(args.d, [&]<int DP>() { return dkdv_tiled<T, DP>(a); })) {
-      const size_t shared = simple_shared<T>(attention_dkdv_simple_kernel<T>, args.d, 4, 2);
-      PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nk, "dk/dv"), kSimpleThreads, shared, stream(), attention_dkdv_simple_kernel<T>)(a);
+    if (!with_width(args.d, [&]<int DP>() { return dkdv_tiled<T, In, DP>(a); })) {
+      const size_t shared = simple_shared<T>(attention_dkdv_simple_kernel<T, In>, args.d, 4, 2);
+      PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nk, "dk/dv"), kSimpleThreads, shared, stream(), attention_dkdv_simple_kernel<T, In>)(a);
       check_launch("attention_backward (dk, dv, any head width)");
     }
     if (rows == 0) return;
-    if (!with_width(args.d, [&]<int DP>() { return dq_tiled<T, DP>(a); })) {
-      const size_t shared = simple_shared<T>(attention_dq_simple_kernel<T>, args.d, 3, 1);
-      PHASOR_LAUNCH(blocks_of(rows, "dq"), kSimpleThreads, shared, stream(), attention_dq_simple_kernel<T>)(a);
+    if (!with_width(args.d, [&]<int DP>() { return dq_tiled<T, In, DP>(a); })) {
+      const size_t shared = simple_shared<T>(attention_dq_simple_kernel<T, In>, args.d, 3, 1);
+      PHASOR_LAUNCH(blocks_of(rows, "dq"), kSimpleThreads, shared, stream(), attention_dq_simple_kernel<T, In>)(a);
       check_launch("attention_backward (dq, any head width)");
     }
   });

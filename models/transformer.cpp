@@ -78,7 +78,8 @@ Tensor Attention::scores(const Tensor& x, int64_t offset) const {
 
 Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t origin) const {
   const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
-  auto [q, k] = rotated_qk(x, offset, origin);
+  std::pair<Tensor, Tensor> rotated = rotated_qk(x, offset, origin);  // named, not bound: clang 14 refuses structured bindings in lambdas
+  Tensor &q = rotated.first, &k = rotated.second;
   Tensor v = reshape(wv->forward(x), {b, n, h, d});
   if (cache) {  // generation: append this chunk, attend over everything stored
     PHASOR_CHECK(offset + n <= cache->keys.size(1), "attention: KV cache capacity ", cache->keys.size(1), " exceeded at position ",
@@ -94,12 +95,21 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, in
   // A probe must not change what it observes: the output (and so every
   // gradient) is the one the same run without a probe computes, and the
   // probabilities a study asks for are computed beside it, without gradients.
+  // Under bf16 q, k and v are stored in bfloat16 (nn/precision.h); the
+  // materialised path computes on the same rounded values, in float32. A KV
+  // cache (generation) and a float64 model keep their own dtype.
+  const bool mixed = !cache && q.dtype() == DType::Float32;
+  const DType stored = mixed ? nn::compute_dtype(nn::current_precision(), nn::OpClass::AttentionInputs) : q.dtype();
+  auto materialized = [&](Tensor* probs) {
+    return materialized_attention(round_through(q, stored), round_through(k, stored), round_through(v, stored), scale, query_offset, slopes,
+                                  probs);
+  };
   if (probe && probe->keep_probs) {
     const NoGradGuard no_grad;
-    materialized_attention(q, k, v, scale, query_offset, slopes, &probe->probs);
+    materialized(&probe->probs);
   }
-  const Tensor o = attention == AttentionImpl::Fused ? causal_attention(q, k, v, scale, query_offset, slopes)
-                                                     : materialized_attention(q, k, v, scale, query_offset, slopes);  // [B, N, H, d]
+  const Tensor o = attention == AttentionImpl::Fused ? causal_attention_in(stored, q, k, v, scale, query_offset, slopes)
+                                                     : materialized(nullptr);  // [B, N, H, d]
   return wo->forward(reshape(o, {b, n, h * d}));
 }
 

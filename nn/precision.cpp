@@ -24,7 +24,8 @@ Precision parse_precision(std::string_view name) {
 }
 
 DType compute_dtype(Precision precision, OpClass op) {
-  return precision == Precision::BFloat16 && op == OpClass::WeightGemm ? DType::BFloat16 : DType::Float32;
+  const bool narrow = op == OpClass::WeightGemm || op == OpClass::AttentionInputs;
+  return precision == Precision::BFloat16 && narrow ? DType::BFloat16 : DType::Float32;
 }
 
 Precision current_precision() { return current; }

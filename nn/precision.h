@@ -5,12 +5,16 @@
 //
 // Under Precision::BFloat16 the weight GEMMs (the Q/K/V/O projections, the
 // SwiGLU and the output head) round their operands to bfloat16 and accumulate
-// in float32, forward and backward. Everything whose accuracy the model rests
-// on stays float32: the CMHA and rotary phases (atan2, the angle sums,
-// sin/cos of phases in the thousands of radians), attention's scores and
-// softmax, RMSNorm, the loss, the gradients' reduction, the optimizer's state
-// and the master weights. A checkpoint is float32 either way, so a run may
-// change precision when it resumes.
+// in float32, forward and backward; attention's inputs (q and k after their
+// rotation, and v) are stored in bfloat16, and the fused attention reads them
+// so and saves them so for backward, accumulating the scores, the softmax and
+// the weighted sum in float32 (autograd causal_attention_in). Everything whose
+// accuracy the model rests on stays float32: the CMHA and rotary phases
+// (atan2, the angle sums, sin/cos of phases in the thousands of radians),
+// attention's arithmetic, RMSNorm, the loss, the gradients (each op's come
+// back float32), the optimizer's state and the master weights. Generation
+// through a KV cache keeps the cache, and so attention's inputs, float32. A
+// checkpoint is float32 either way, so a run may change precision when it resumes.
 #include <string_view>
 
 #include "tensor/tensor.h"
@@ -25,7 +29,8 @@ Precision parse_precision(std::string_view name);  // the inverse; throws phasor
 enum class OpClass {
   WeightGemm,  // x W^T of a linear layer or of the output head
   Rotation,    // the CMHA and rotary phases
-  Attention,   // scores, softmax, the weighted sum of values
+  AttentionInputs,  // q, k and v as attention reads and saves them (their storage)
+  Attention,   // scores, softmax, the weighted sum of values (their accumulation)
   Norm,        // RMSNorm, LayerNorm
   Loss,        // cross-entropy
   Optimizer,   // the gradients' reduction, AdamW and its state

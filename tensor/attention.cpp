@@ -20,8 +20,8 @@ Tensor packed_heads(const Tensor& t, Device device) {
 void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p) {
   PHASOR_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q [B, Nq, H, d] and k, v [B, Nk, H, d], got ", q.shape(), ", ",
                k.shape(), ", ", v.shape());
-  PHASOR_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
-               ": q, k and v must share one real floating dtype, got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
+  PHASOR_CHECK((is_floating(q.dtype()) || q.dtype() == DType::BFloat16) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
+               ": q, k and v must share one real floating dtype or bfloat16, got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
   const int64_t b = q.size(0), h = q.size(2), d = q.size(3);
   PHASOR_CHECK(k.shape() == v.shape() && k.size(0) == b && k.size(2) == h && k.size(3) == d, op, ": k ", k.shape(), " and v ", v.shape(),
                " do not match q ", q.shape(), " in batch, heads and head width");
@@ -29,6 +29,9 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   PHASOR_CHECK(p.offset >= 0, op, ": the query offset must be non-negative, got ", p.offset);
   PHASOR_CHECK(!p.slopes.defined() || p.slopes.shape() == Dims({h}), op, ": slopes shape ", p.slopes.shape(), " is not [", h, "]");
 }
+
+// The dtype the kernels accumulate in, and of every result: bfloat16 inputs accumulate in float32.
+DType accumulation_dtype(DType inputs) { return inputs == DType::BFloat16 ? DType::Float32 : inputs; }
 
 // The operands of a kernel: the slopes on `device`, in `dtype`, contiguous.
 AttentionParams operand(const AttentionParams& p, DType dtype, Device device) {
@@ -41,8 +44,9 @@ AttentionResult causal_attention(const Tensor& q_in, const Tensor& k_in, const T
   const Device device = op_device("causal_attention", q_in, {k_in, v_in, p.slopes});
   check_inputs("causal_attention", q_in, k_in, v_in, p);
   const Tensor q = packed_heads(q_in, device), k = packed_heads(k_in, device), v = packed_heads(v_in, device);
-  AttentionResult r{empty(q.shape(), q.dtype(), device), empty({q.size(0), q.size(2), q.size(1)}, q.dtype(), device)};
-  backend(device).attention_forward({r, q, k, v, operand(p, q.dtype(), device)});
+  const DType t = accumulation_dtype(q.dtype());
+  AttentionResult r{empty(q.shape(), t, device), empty({q.size(0), q.size(2), q.size(1)}, t, device)};
+  backend(device).attention_forward({r, q, k, v, operand(p, t, device)});
   return r;
 }
 
@@ -55,7 +59,7 @@ AttentionGrads causal_attention_backward(const Tensor& grad_in, const Tensor& q_
                "causal_attention_backward: gradient ", grad_in.shape(), ", output ", fwd.out.shape(), " and logsumexp ",
                fwd.logsumexp.shape(), " do not match q ", q_in.shape());
   const Tensor q = packed_heads(q_in, device), k = packed_heads(k_in, device), v = packed_heads(v_in, device);
-  const DType t = q.dtype();
+  const DType t = accumulation_dtype(q.dtype());
   const AttentionResult saved{packed_heads(to(fwd.out, t), device), contiguous(to(on_device(fwd.logsumexp, device), t))};
   AttentionGrads g{empty(q.shape(), t, device), empty(k.shape(), t, device), empty(v.shape(), t, device)};
   backend(device).attention_backward({g, packed_heads(to(grad_in, t), device), q, k, v, saved, operand(p, t, device)});

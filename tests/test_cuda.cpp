@@ -981,13 +981,15 @@ const AttentionCase kAttentionCases[] = {
 };
 
 // One case's operands on both devices: on the GPU strided when the case says so.
+// `inputs`: q, k and v rounded to bfloat16 (mixed precision; the rest stays dt).
 struct AttentionOperands {
   Tensor q, k, v, g, qg, kg, vg;
   ops::AttentionParams pc, pg;
-  AttentionOperands(const AttentionCase& c, DType dt) {
+  AttentionOperands(const AttentionCase& c, DType dt, bool bf16_inputs = false) {
     const int64_t nk = c.offset + c.nq;
     q = rnd({c.b, c.nq, c.h, c.d}, dt), k = rnd({c.b, nk, c.h, c.d}, dt), v = rnd({c.b, nk, c.h, c.d}, dt);
     g = rnd({c.b, c.nq, c.h, c.d}, dt);
+    if (bf16_inputs) q = ops::to(q, DType::BFloat16), k = ops::to(k, DType::BFloat16), v = ops::to(v, DType::BFloat16);
     const Tensor slopes = c.slopes ? rnd({c.h}, dt, 0.01, 0.5) : Tensor();
     pc = {1.0 / std::sqrt(static_cast<double>(c.d)), c.offset, slopes};
     pg = {pc.scale, c.offset, c.slopes ? on_gpu(slopes) : Tensor()};
@@ -1039,6 +1041,27 @@ struct CrossBackend<ops::AttentionBackwardArgs> {  // fused causal attention's b
       }
   }
 };
+
+// bfloat16 q, k, v accumulate in float32 on both backends: the GPU's results
+// are the CPU's to float32's summation order, and float32 themselves.
+TEST_CASE("cuda: fused causal attention with bfloat16 inputs matches the CPU's, forward and backward") {
+  for (const AttentionCase& c : kAttentionCases) {
+    const std::string what = describe(c, DType::Float32) + " bf16 inputs";
+    const AttentionOperands o(c, DType::Float32, /*bf16_inputs=*/true);
+    REQUIRE(o.kg.dtype() == DType::BFloat16);
+    const ops::AttentionResult ref = ops::causal_attention(o.q, o.k, o.v, o.pc);
+    const ops::AttentionResult got = ops::causal_attention(o.qg, o.kg, o.vg, o.pg);
+    CHECK((got.out.dtype() == DType::Float32 && got.logsumexp.dtype() == DType::Float32));
+    expect_close_at_scale(ref.out, got.out, attention_tol(DType::Float32), "causal_attention out " + what);
+    expect_close_at_scale(ref.logsumexp, got.logsumexp, attention_tol(DType::Float32), "causal_attention logsumexp " + what);
+    const ops::AttentionGrads rb = ops::causal_attention_backward(o.g, o.q, o.k, o.v, ref, o.pc);
+    const ops::AttentionGrads gb = ops::causal_attention_backward(on_gpu(o.g), o.qg, o.kg, o.vg, got, o.pg);
+    CHECK(gb.dk.dtype() == DType::Float32);
+    expect_close_at_scale(rb.dq, gb.dq, attention_grad_tol(DType::Float32), "causal_attention dq " + what);
+    expect_close_at_scale(rb.dk, gb.dk, attention_grad_tol(DType::Float32), "causal_attention dk " + what);
+    expect_close_at_scale(rb.dv, gb.dv, attention_grad_tol(DType::Float32), "causal_attention dv " + what);
+  }
+}
 
 TEST_CASE("cuda: fused causal attention is deterministic and leaves keys no query sees at zero gradient") {
   for (DType dt : {DType::Float32, DType::Float64}) {

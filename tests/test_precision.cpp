@@ -113,10 +113,12 @@ TEST_CASE("matmul_in refuses second order") {
   CHECK(contains(expect_error([&] { grad({y}, {x}, {}, /*create_graph=*/true); }), "second order"));
 }
 
-TEST_CASE("the policy: weight GEMMs in bfloat16, everything else float32, scoped per thread") {
+TEST_CASE("the policy: weight GEMMs and attention's inputs in bfloat16, everything else float32, scoped per thread") {
   using nn::OpClass;
   using nn::Precision;
   CHECK(nn::compute_dtype(Precision::BFloat16, OpClass::WeightGemm) == DType::BFloat16);
+  CHECK(nn::compute_dtype(Precision::BFloat16, OpClass::AttentionInputs) == DType::BFloat16);
+  CHECK(nn::compute_dtype(Precision::Float32, OpClass::AttentionInputs) == DType::Float32);
   for (OpClass op : {OpClass::Rotation, OpClass::Attention, OpClass::Norm, OpClass::Loss, OpClass::Optimizer})
     CHECK(nn::compute_dtype(Precision::BFloat16, op) == DType::Float32);
   CHECK(nn::compute_dtype(Precision::Float32, OpClass::WeightGemm) == DType::Float32);
@@ -169,6 +171,35 @@ TEST_CASE("a model under bf16: the loss and gradients of float32 within bfloat16
       // Norm-wise, per tensor: bfloat16 keeps 8 bits, and the errors of many products average out.
       const double rel = norm(grads16[i] - grads32[i]).item<double>() / norm(grads32[i]).item<double>();
       CHECK(rel < 5e-2);
+    }
+  }
+}
+
+TEST_CASE("under bf16 the fused and the materialised attention read the same bfloat16 inputs: the same loss and gradients") {
+  // The materialised path (probes, AttentionImpl::Materialized) rounds q, k, v as the fused one
+  // stores them; without that rounding the two would differ by bfloat16's error, not float32's.
+  for (Position position : {Position::ComplexFormer, Position::Alibi}) {
+    CAPTURE(position_name(position));
+    const ModelConfig c = model_config(position, {.d_model = 64, .n_layers = 2, .n_heads = 4, .d_ff = 128, .max_seq_len = 80});
+    CausalLM fused(c, 5), materialised(c, 5);
+    materialised.set_attention(AttentionImpl::Materialized);
+    const std::string text = sample_text(2 * 71);
+    std::vector<int64_t> ids_v(text.begin(), text.begin() + 140), targets_v(text.begin() + 1, text.begin() + 141);
+    for (auto* v : {&ids_v, &targets_v})
+      for (auto& t : *v) t = static_cast<unsigned char>(t);
+    const Tensor ids = from_vector(ids_v, {2, 70}), targets = from_vector(targets_v, {2, 70});
+    const nn::PrecisionScope bf16(nn::Precision::BFloat16);
+    const Tensor lf = fused.loss(ids, targets), lm = materialised.loss(ids, targets);
+    CHECK(std::abs(lf.item<double>() - lm.item<double>()) / lm.item<double>() < 1e-5);
+    lf.backward();
+    lm.backward();
+    const auto pf = fused.named_parameters(), pm = materialised.named_parameters();
+    for (size_t i = 0; i < pf.size(); ++i) {
+      CAPTURE(pf[i].first);
+      const Tensor gf = pf[i].second.grad(), gm = pm[i].second.grad();
+      // The output projection rounds each path's attention output to bfloat16: their float32-level
+      // difference flips single roundings there (up to 8e-4 measured), far below bfloat16's own 3e-2.
+      CHECK(norm(gf - gm).item<double>() / norm(gm).item<double>() < 2e-3);
     }
   }
 }
