@@ -68,7 +68,8 @@ inline void sincos(float t, float& s, float& c) {
 // (e^x is then below the smallest normal float), -inf gives 0, NaN stays NaN.
 // x > 88 gives e^88: enough for SwiGLU's sigmoid 1 / (1 + e^-a), which is
 // then below 1e-38 either way.
-inline float exp(float x) {
+// Always inlined, so that it is compiled for its caller's SIMD clone.
+[[gnu::always_inline]] inline float exp(float x) {
   constexpr float kLowest = -87.3365447f, kHighest = 88.0f;
   const float finite = x != x ? 0.0f : x;  // NaN never reaches the float-to-int conversion below
   const float xc = finite < kLowest ? kLowest : (finite > kHighest ? kHighest : finite);

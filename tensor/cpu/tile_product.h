@@ -19,7 +19,10 @@ template <class T, bool kTransA, bool kAccumulate>
                                                 int64_t ldc) {
   constexpr int64_t kRows = 4, kCols = 32;
   // Rows i..i+R-1, columns j..j+w-1: w = W when W is set at compile time, else `width`.
-  auto block = [&]<int64_t R, int64_t W>(int64_t i, int64_t j, int64_t width) {
+  // Both lambdas always inline: a call left out of line is compiled for
+  // baseline x86-64, not for the caller's SIMD clone (the fused attention then
+  // ran 2x slower once it had more instantiations for the inliner to weigh).
+  auto block = [&]<int64_t R, int64_t W>(int64_t i, int64_t j, int64_t width) __attribute__((always_inline)) {
     const int64_t w = W ? W : width;
     T acc[R][kCols] = {};
     if constexpr (kAccumulate)
@@ -36,7 +39,7 @@ template <class T, bool kTransA, bool kAccumulate>
     for (int64_t r = 0; r < R; ++r)
       for (int64_t cc = 0; cc < w; ++cc) c[(i + r) * ldc + j + cc] = acc[r][cc];
   };
-  auto rows = [&]<int64_t R>(int64_t i) {
+  auto rows = [&]<int64_t R>(int64_t i) __attribute__((always_inline)) {
     int64_t j = 0;
     for (; j + kCols <= n; j += kCols) block.template operator()<R, kCols>(i, j, kCols);
     if (j + kCols / 2 <= n) {
