@@ -4,7 +4,9 @@
 #   bash scripts/scale_study.sh run [MINUTES]   # one piece: starts cells for MINUTES (default 90), then the report
 #   bash scripts/scale_study.sh report          # only regenerates the report from docs/results/scale/
 # The sweep lives in runs/scale/ and is resumable: rerun `run` until it says
-# no cells are left (the throughput rounds follow the last cell). A piece
+# no cells are left (the throughput rounds follow the last cell). On another
+# machine, runs/scale/ is first seeded from the committed results, so the
+# study continues there too. A piece
 # starts no cell after MINUTES and the longest cell takes about 15 minutes, so
 # a piece of 90 stays under 2 hours even on a machine busy enough to double
 # that (about 30 minutes). After each piece the raw results
@@ -22,6 +24,20 @@ case $what in
   run)
     minutes=${2:-90}
     bash scripts/build.sh phasor_cli
+    # On a machine that has not run a piece yet (a fresh clone), the committed
+    # results say which cells are done: a cell with a result.json is not trained again.
+    if [ ! -f "$out/plan.json" ] && [ -f "$results/plan.json" ]; then
+      mkdir -p "$out"
+      cp "$results/plan.json" "$out/"
+      [ ! -f "$results/throughput.json" ] || cp "$results/throughput.json" "$out/"
+      for result in "$results"/cells/*/result.json; do
+        [ -f "$result" ] || continue
+        cell=$(basename "$(dirname "$result")")
+        mkdir -p "$out/cells/$cell"
+        cp "$result" "$out/cells/$cell/"
+      done
+      echo "scale_study: $out seeded from $results ($(ls "$results"/cells 2>/dev/null | wc -l) cells done)"
+    fi
     start=$(date +%s)
     build/phasor sweep --preset scale --out "$out" --stop-after "$minutes"
     echo "scale_study: this piece took $(( ($(date +%s) - start) / 60 )) min"
