@@ -20,6 +20,19 @@ cd "$(dirname "$0")/.."
 what=${1:-run}
 out=runs/scale
 results=docs/results/scale
+# copy_results FROM TO: a sweep folder's raw results (plan.json, throughput.json,
+# every cells/<cell>/result.json), which say what ran and which cells are done.
+copy_results() {
+  mkdir -p "$2"
+  cp "$1/plan.json" "$2/"
+  [ ! -f "$1/throughput.json" ] || cp "$1/throughput.json" "$2/"
+  for result in "$1"/cells/*/result.json; do
+    [ -f "$result" ] || continue
+    cell=$(basename "$(dirname "$result")")
+    mkdir -p "$2/cells/$cell"
+    cp "$result" "$2/cells/$cell/"
+  done
+}
 case $what in
   run)
     minutes=${2:-90}
@@ -27,29 +40,13 @@ case $what in
     # On a machine that has not run a piece yet (a fresh clone), the committed
     # results say which cells are done: a cell with a result.json is not trained again.
     if [ ! -f "$out/plan.json" ] && [ -f "$results/plan.json" ]; then
-      mkdir -p "$out"
-      cp "$results/plan.json" "$out/"
-      [ ! -f "$results/throughput.json" ] || cp "$results/throughput.json" "$out/"
-      for result in "$results"/cells/*/result.json; do
-        [ -f "$result" ] || continue
-        cell=$(basename "$(dirname "$result")")
-        mkdir -p "$out/cells/$cell"
-        cp "$result" "$out/cells/$cell/"
-      done
+      copy_results "$results" "$out"
       echo "scale_study: $out seeded from $results ($(ls "$results"/cells 2>/dev/null | wc -l) cells done)"
     fi
     start=$(date +%s)
     build/phasor sweep --preset scale --out "$out" --stop-after "$minutes"
     echo "scale_study: this piece took $(( ($(date +%s) - start) / 60 )) min"
-    mkdir -p "$results"
-    cp "$out/plan.json" "$results/"
-    [ ! -f "$out/throughput.json" ] || cp "$out/throughput.json" "$results/"
-    for result in "$out"/cells/*/result.json; do
-      [ -f "$result" ] || continue
-      cell=$(basename "$(dirname "$result")")
-      mkdir -p "$results/cells/$cell"
-      cp "$result" "$results/cells/$cell/"
-    done
+    copy_results "$out" "$results"
     ;;
   report) ;;
   *) echo "usage: bash scripts/scale_study.sh run [MINUTES] | report" >&2; exit 2 ;;
