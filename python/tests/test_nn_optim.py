@@ -17,6 +17,14 @@ def loss_of(w, z, lib):
     return ((w * c) * (w * c) + w * w * w).sum() + (abs(z - t) * abs(z - t)).sum()
 
 
+def run(w, z, opt, steps):
+    """`steps` optimizer steps on loss_of(w, z)."""
+    for _ in range(steps):
+        opt.zero_grad()
+        loss_of(w, z, phasor).backward()
+        opt.step()
+
+
 @pytest.mark.parametrize("make", [
     lambda lib, ps: lib.optim.AdamW(ps, lr=0.05),
     lambda lib, ps: lib.optim.AdamW(ps, lr=0.1, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
@@ -56,12 +64,6 @@ def test_adamw_parameter_groups_and_lr():
 
 
 def test_adamw_state_dict_resumes_the_same_steps():
-    def run(w, z, opt, steps):
-        for _ in range(steps):
-            opt.zero_grad()
-            loss_of(w, z, phasor).backward()
-            opt.step()
-
     w, z = phasor.tensor(W0).requires_grad_(), phasor.tensor(Z0).requires_grad_()
     straight = phasor.optim.AdamW([w, z], lr=0.05)
     run(w, z, straight, 3)
@@ -144,12 +146,6 @@ def test_losses_and_bad_optimizer_input():
 
 
 def test_sgd_state_dict_resumes_the_same_steps():
-    def run(w, z, opt, steps):
-        for _ in range(steps):
-            opt.zero_grad()
-            loss_of(w, z, phasor).backward()
-            opt.step()
-
     def fresh():
         return phasor.tensor(W0).requires_grad_(), phasor.tensor(Z0).requires_grad_()
 
