@@ -66,6 +66,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b, st
                dt, dt == DType::BFloat16 ? " or float32" : "", ", not ", out_dt);
   a = to(a, dt);
   b = to(b, dt);
+  // A real operand's conjugate transpose is its transpose. Said so here, every
+  // backend's fast paths see a plain transpose (oneDNN has no conjugate flag).
+  if (!is_complex(dt)) {
+    if (op_a == MatOp::ConjTranspose) op_a = MatOp::Transpose;
+    if (op_b == MatOp::ConjTranspose) op_b = MatOp::Transpose;
+  }
   const bool ta = op_a != MatOp::None, tb = op_b != MatOp::None;
   const int64_t m = ta ? a.size(-1) : a.size(-2), k = ta ? a.size(-2) : a.size(-1);
   const int64_t kb = tb ? b.size(-1) : b.size(-2), n = tb ? b.size(-2) : b.size(-1);

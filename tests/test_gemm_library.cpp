@@ -96,3 +96,26 @@ TEST_CASE("a float32 GEMM on oneDNN gives the same bits run after run") {
   cpu::set_gemm_library(std::nullopt);
   CHECK(first == second);
 }
+
+// A weight's gradient is dY^H X; for real tensors that is dY^T X and must run
+// where dY^T X runs. (It once went to OpenBLAS, widened from bfloat16 under
+// bf16, because oneDNN has no conjugate flag: the same bits on both paths
+// here would be a coincidence of OpenBLAS and oneDNN summing alike.)
+TEST_CASE("a real operand's conjugate transpose runs as its transpose, on oneDNN too") {
+  if (!cpu::onednn_available()) return;
+  Generator gen(13);
+  const Tensor dy = randn({2048, 128}, DType::Float32, &gen), x = randn({2048, 96}, DType::Float32, &gen),
+               w = randn({128, 2048}, DType::Float32, &gen);
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    CAPTURE(dtype);
+    const Tensor a = dy.to(dtype), b = x.to(dtype), c = w.to(dtype);
+    cpu::set_gemm_library(cpu::GemmLibrary::OneDNN);
+    const auto adjoint = ops::matmul(a, b, MatOp::ConjTranspose, MatOp::None, DType::Float32).to_vector<float>();
+    const auto transpose = ops::matmul(a, b, MatOp::Transpose, MatOp::None, DType::Float32).to_vector<float>();
+    const auto both = ops::matmul(b, c, MatOp::ConjTranspose, MatOp::ConjTranspose, DType::Float32);
+    const auto both_t = ops::matmul(b, c, MatOp::Transpose, MatOp::Transpose, DType::Float32);
+    cpu::set_gemm_library(std::nullopt);
+    CHECK(adjoint == transpose);
+    CHECK(both.to_vector<float>() == both_t.to_vector<float>());
+  }
+}
