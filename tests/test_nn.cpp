@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <complex>
 #include <functional>
 #include <set>
@@ -582,6 +583,41 @@ TEST_CASE("cross_entropy equals -log_softmax gathered at the targets, with ignor
   const Tensor t = from_vector<int64_t>({1, 4, -100, 0, 3, -100});
   CHECK(cross_entropy(logits64, t, -100, false).item<double>() ==
         doctest::Approx(4.0 * cross_entropy(logits64, t, -100, true).item<double>()).epsilon(1e-12));
+}
+
+// float32 takes a vectorised exp and a float32 sum per row (tensor/cpu/fused.cpp):
+// against float64 on the same values, over a byte vocabulary and one that
+// leaves a vector tail, with a -inf logit (a masked class) in one row.
+TEST_CASE("cross_entropy in float32 agrees with float64 to float32's precision, loss and gradient") {
+  Generator gen(33);
+  for (int64_t vocab : {256, 259}) {
+    CAPTURE(vocab);
+    const int64_t rows = 37;
+    Tensor l32 = randn({rows, vocab}, DType::Float32, &gen) * 4.0;
+    std::vector<float> raw = l32.to_vector<float>();
+    raw[5 * vocab + 7] = -std::numeric_limits<float>::infinity();
+    l32 = from_vector(raw, {rows, vocab});
+    std::vector<int64_t> t(rows);
+    for (int64_t r = 0; r < rows; ++r) t[r] = (r * 37 + 11) % vocab;
+    t[3] = -100;
+    const Tensor targets = from_vector(t);
+    Tensor a = l32.clone(), b = to(l32, DType::Float64);
+    a.requires_grad_();
+    b.requires_grad_();
+    const Tensor loss32 = cross_entropy(a, targets), loss64 = cross_entropy(b, targets);
+    CHECK(loss32.item<double>() == doctest::Approx(loss64.item<double>()).epsilon(1e-6));
+    loss32.backward();
+    loss64.backward();
+    const std::vector<float> g32 = a.grad().to_vector<float>();
+    const std::vector<double> g64 = b.grad().to_vector<double>();
+    double largest = 0;
+    for (double g : g64) largest = std::max(largest, std::abs(g));
+    size_t bad = 0;
+    for (size_t i = 0; i < g32.size(); ++i)
+      if (!(std::abs(g32[i] - g64[i]) <= 1e-5 * std::abs(g64[i]) + 1e-7 * largest)) ++bad;
+    CHECK_MESSAGE(bad == 0, bad, " of ", g32.size(), " gradient elements off");
+    CHECK(g32[5 * vocab + 7] == 0.0f);
+  }
 }
 
 TEST_CASE("cross_entropy gradient by finite differences") {
