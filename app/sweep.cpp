@@ -387,8 +387,10 @@ TrainOptions cell_options(const SweepPlan& plan, const SweepCell& cell, const st
 }
 
 // The git commit of the source tree this program was built from, "+dirty" with
-// uncommitted changes to tracked files, as git reports it when the cell runs;
-// "unknown" where that tree or git is gone (an installed copy).
+// uncommitted changes to tracked files outside docs/, as git reports it when
+// the cell runs; "unknown" where that tree or git is gone (an installed copy).
+// docs/ does not count: the study's own report lands there between pieces
+// (scripts/scale_study.sh), and it changes nothing a cell computes.
 std::string source_commit() {
   const std::string dir = PHASOR_SOURCE_DIR;
   if (dir.find('\'') != std::string::npos) return "unknown";
@@ -404,7 +406,7 @@ std::string source_commit() {
   std::string commit = output("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
   while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) commit.pop_back();
   if (commit.empty()) return "unknown";
-  return output("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty() ? commit : commit + "+dirty";
+  return output("git -C '" + dir + "' status --porcelain --untracked-files=no -- . ':(exclude)docs' 2>/dev/null").empty() ? commit : commit + "+dirty";
 }
 
 // The median tokens/s of a run's logged windows after the first (warm-up).
