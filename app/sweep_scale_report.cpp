@@ -170,7 +170,8 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
     if (v.name != kBaseline) others.push_back(v.name);
   md << "### The gap to RoPE against parameters (at the training length, " << p.seq_len() << ")\n\n"
      << "Variant − rope in nats/byte (negative: the variant is better), the difference of the seed means ± its standard error "
-     << "(the two variants' standard errors added in quadrature).\n\n| task | size | parameters (rope) |";
+     << "(the two variants' standard errors added in quadrature). A gap from a single seed of either variant has no standard "
+     << "error: it reads (n=1), and stays out of the plots and the fit.\n\n| task | size | parameters (rope) |";
   for (const auto& v : others) md << " " << v << " − rope |";
   md << "\n|---|---|---|";
   for (size_t i = 0; i < others.size(); ++i) md << "---|";
@@ -181,7 +182,9 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
       md << "| " << task << " | " << s.name << " | " << (params > 0 ? format_number("%.0f", params) : "–") << " |";
       for (const auto& v : others) {
         Gap g;
-        md << " " << (gap_of(r, task, s.name, v, g) ? format_number("%+.4f", g.mean) + " ± " + format_number("%.4f", g.se) : "–") << " |";
+        if (!gap_of(r, task, s.name, v, g)) md << " – |";
+        else if (g.seeds < 2) md << " " << format_number("%+.4f", g.mean) << " (n=1) |";  // one seed has no standard error
+        else md << " " << format_number("%+.4f", g.mean) << " ± " << format_number("%.4f", g.se) << " |";
       }
       md << "\n";
     }
@@ -197,7 +200,8 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
       for (const SweepSize& s : p.sizes) {
         Gap g;
         const double params = rope_parameters(r, s.name);
-        if (params > 0 && gap_of(r, task, s.name, others[i], g)) line.points.push_back({params * shift, g.mean}), line.errors.push_back(g.se);
+        if (params > 0 && gap_of(r, task, s.name, others[i], g) && g.seeds >= 2)
+          line.points.push_back({params * shift, g.mean}), line.errors.push_back(g.se);
       }
       if (!line.points.empty()) series.push_back(std::move(line));
     }

@@ -389,6 +389,9 @@ TEST_CASE("the scale report: means, standard errors, gaps and their fit from syn
   CHECK(report.find("`kjv-3.3M-rope-s2`") != std::string::npos);
   CHECK(report.find("| 3.3M | rope | 10000000 | 2.0128 ± 0.0000 (n=1) |") != std::string::npos);  // seed 1: 2.1 - 0.1 + 128 / 1e4
   CHECK(report.find("| kjv | complexformer-paper | 2 | +0.1000 ± 0.2000 | – (2 points) |") != std::string::npos);
+  // That size's gaps have one seed of rope: no standard error, and no point in the plot.
+  CHECK(report.find("| kjv | 3.3M | 10000000 | +0.3000 (n=1) |") != std::string::npos);
+  CHECK(count_of(read_text_file((out / "gap_kjv.svg").string()), "<circle") == 2);
   CHECK(report.find("Not measured yet") != std::string::npos);
   fs::remove_all(out);
 }
