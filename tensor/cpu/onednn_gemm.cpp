@@ -127,11 +127,10 @@ memory::desc operand_desc(int64_t batch, int64_t rows, int64_t cols, const Layou
 // glibc gives that thread an arena of its own, so what a primitive allocates
 // for good (its objects, its JIT code) stays out of the main heap: made in the
 // middle of the first step, between the tensors' blocks, those small permanent
-// objects would split the free blocks every later step reuses. Measured: the
-// training step's peak RSS falls by up to 23 MiB (docs/benchmarks.md, "bf16
-// mixed precision").
-// Where no thread can be started (a process at its thread limit), `work` runs
-// here: the same result, only the heap less tidy.
+// objects would split the free blocks every later step reuses (measured in
+// docs/benchmarks.md, "Weight gradients on oneDNN, and peak RSS"). Where no
+// thread can be started (a process at its thread limit), `work` runs here:
+// the same result, only the heap less tidy.
 template <class Work>
 void on_thread_of_its_own(Work&& work) {
   std::exception_ptr failure;
