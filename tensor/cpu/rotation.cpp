@@ -10,6 +10,7 @@
 // round product by product, as the CUDA backend does (scalar::cmha_theta),
 // also in the AVX2 / AVX-512 versions, where the compiler would otherwise fuse
 // a multiply and an add. CUDA twin: cuda/fused.cu.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -106,14 +107,17 @@ struct CmhaJob {
   R* out;             // the rotated z (forward) or G_z (backward)
   const R* delta;     // [H, P]
   const R* bias;      // [H, P]; zeros for keys
-  const R* beta;      // [H]
+  const R* beta;      // [H, P]: each head's beta repeated over its pairs
   const R* position;  // [N, P]: m w_j, rounded to R once, as the spec's reference does
   int64_t n, h, pairs;
 };
 
 // What every CMHA call derives from its parameters before the loop: the
 // position angles of its rows (the same for every batch item and head, so
-// computed once here instead of once per element) and a zero bias for keys.
+// computed once here instead of once per element), a zero bias for keys, and
+// beta laid out like delta, so that the loops below run over a whole row
+// (all heads at once) rather than head by head: a head of 8 pairs is shorter
+// than one AVX-512 vector, and the compiler leaves such loops scalar.
 template <class R>
 class CmhaSetup {
  public:
@@ -125,6 +129,9 @@ class CmhaSetup {
       for (int64_t j = 0; j < pairs_; ++j)
         position_[m * pairs_ + j] = scalar::cmha_position_angle<R>(static_cast<double>(p.offset + m), w[j]);
     if (!p.phase_bias.defined()) no_bias_.assign(static_cast<size_t>(h_ * pairs_), R(0));
+    beta_.resize(static_cast<size_t>(h_ * pairs_));
+    for (int64_t hi = 0; hi < h_; ++hi)
+      for (int64_t j = 0; j < pairs_; ++j) beta_[hi * pairs_ + j] = p.beta.data<R>()[hi];
   }
   CmhaJob<R> job(const Tensor& z, const Tensor& grad, const Tensor& out, const ops::CmhaParams& p) const {
     return {reinterpret_cast<const R*>(z.data<std::complex<R>>()),
@@ -132,7 +139,7 @@ class CmhaSetup {
             reinterpret_cast<R*>(out.data<std::complex<R>>()),
             p.delta.data<R>(),
             p.phase_bias.defined() ? p.phase_bias.data<R>() : no_bias_.data(),
-            p.beta.data<R>(),
+            beta_.data(),
             position_.data(),
             n_,
             h_,
@@ -143,31 +150,46 @@ class CmhaSetup {
  private:
   int64_t n_, h_, pairs_;
   bool wide_;
-  std::vector<R> position_, no_bias_;
+  std::vector<R> position_, no_bias_, beta_;
+};
+
+// One thread's view of a row's position angles, repeated for each head ([H, P]
+// like the row), so that the loops over a row index every operand alike.
+template <class R>
+class RowPositions {
+ public:
+  explicit RowPositions(const CmhaJob<R>& job) : job_(job), angles_(static_cast<size_t>(job.h * job.pairs)) {}
+  const R* of(int64_t row) {
+    const R* position = job_.position + (row % job_.n) * job_.pairs;
+    for (int64_t hi = 0; hi < job_.h; ++hi)
+      std::copy(position, position + job_.pairs, angles_.begin() + hi * job_.pairs);
+    return angles_.data();
+  }
+
+ private:
+  const CmhaJob<R>& job_;
+  std::vector<R> angles_;
 };
 
 template <class R, bool kWide>
 [[gnu::always_inline]] inline void cmha_forward_rows(const CmhaJob<R>& job, int64_t begin, int64_t end) {
-  const int64_t width = 2 * job.pairs;
+  const int64_t hp = job.h * job.pairs;
+  const R *delta = job.delta, *bias = job.bias, *beta = job.beta;
+  RowPositions<R> positions(job);
   for (int64_t row = begin; row < end; ++row) {
-    const R* position = job.position + (row % job.n) * job.pairs;
-    for (int64_t hi = 0; hi < job.h; ++hi) {
-      const R* z = job.z + (row * job.h + hi) * width;
-      R* o = job.out + (row * job.h + hi) * width;
-      const R* delta = job.delta + hi * job.pairs;
-      const R* bias = job.bias + hi * job.pairs;
-      const R beta = job.beta[hi];
+    const R* position = positions.of(row);
+    const R* z = job.z + row * 2 * hp;
+    R* o = job.out + row * 2 * hp;
 #pragma omp simd
-      for (int64_t j = 0; j < job.pairs; ++j) {
-        const R re = z[2 * j], im = z[2 * j + 1];
-        const R r = std::sqrt(re * re + im * im + static_cast<R>(kEulerEps));
-        const R phi = fastmath::atan2(im, re);
-        const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, position[j]);
-        R s, c;
-        phase_sincos<kWide>(theta, s, c);
-        o[2 * j] = r * c;
-        o[2 * j + 1] = r * s;
-      }
+    for (int64_t k = 0; k < hp; ++k) {
+      const R re = z[2 * k], im = z[2 * k + 1];
+      const R r = std::sqrt(re * re + im * im + static_cast<R>(kEulerEps));
+      const R phi = fastmath::atan2(im, re);
+      const R theta = scalar::cmha_theta(delta[k], phi, bias[k], beta[k], position[k]);
+      R s, c;
+      phase_sincos<kWide>(theta, s, c);
+      o[2 * k] = r * c;
+      o[2 * k + 1] = r * s;
     }
   }
 }
@@ -185,43 +207,37 @@ void cmha_forward_best(const CmhaJob<float>& job, int64_t begin, int64_t end) { 
 // dL/dbeta += dL/dtheta m w, dL/dphi = dL/dtheta delta. Then, with the spec's
 // regularised derivatives dr/dz = z/r and dphi/d(x, y) = (-y, x)/r^2:
 //   G_z = (dL/dr / r + i dL/dphi / r^2) z.
-// acc: this thread's sums, [delta (H P) | bias (H P) | beta (H)].
+// acc: this thread's sums, [delta | bias | beta], each [H, P]; beta's are
+// summed over each head's pairs once all rows are done.
 template <class R, bool kWide>
 [[gnu::always_inline]] inline void cmha_backward_rows(const CmhaJob<R>& job, int64_t begin, int64_t end, double* acc) {
-  const int64_t width = 2 * job.pairs, hp = job.h * job.pairs;
+  const int64_t hp = job.h * job.pairs;
+  const R *delta = job.delta, *bias = job.bias, *beta = job.beta;
+  double *acc_delta = acc, *acc_bias = acc + hp, *acc_beta = acc + 2 * hp;
+  RowPositions<R> positions(job);
   for (int64_t row = begin; row < end; ++row) {
-    const R* position = job.position + (row % job.n) * job.pairs;
-    for (int64_t hi = 0; hi < job.h; ++hi) {
-      const int64_t base = (row * job.h + hi) * width;
-      const R *z = job.z + base, *g = job.grad + base;
-      R* dz = job.out + base;
-      const R* delta = job.delta + hi * job.pairs;
-      const R* bias = job.bias + hi * job.pairs;
-      double* acc_delta = acc + hi * job.pairs;
-      double* acc_bias = acc + hp + hi * job.pairs;
-      const R beta = job.beta[hi];
-      R beta_sum = 0;
-#pragma omp simd reduction(+ : beta_sum)
-      for (int64_t j = 0; j < job.pairs; ++j) {
-        const R re = z[2 * j], im = z[2 * j + 1], g_re = g[2 * j], g_im = g[2 * j + 1];
-        const R r2 = re * re + im * im + static_cast<R>(kEulerEps);
-        const R r = std::sqrt(r2);
-        const R phi = fastmath::atan2(im, re);
-        const R theta = scalar::cmha_theta(delta[j], phi, bias[j], beta, position[j]);
-        R s, c;
-        phase_sincos<kWide>(theta, s, c);
-        const R u_re = g_re * c + g_im * s;  // u = conj(G) (c + i s)
-        const R u_im = g_re * s - g_im * c;
-        const R d_r = u_re, d_theta = -r * u_im;
-        const R d_phi = d_theta * delta[j];
-        const R k_re = d_r / r, k_im = d_phi / r2;
-        dz[2 * j] = k_re * re - k_im * im;
-        dz[2 * j + 1] = k_re * im + k_im * re;
-        acc_delta[j] += static_cast<double>(d_theta * phi);
-        acc_bias[j] += static_cast<double>(d_theta);
-        beta_sum += d_theta * position[j];
-      }
-      acc[2 * hp + hi] += beta_sum;
+    const R* position = positions.of(row);
+    const R *z = job.z + row * 2 * hp, *g = job.grad + row * 2 * hp;
+    R* dz = job.out + row * 2 * hp;
+#pragma omp simd
+    for (int64_t k = 0; k < hp; ++k) {
+      const R re = z[2 * k], im = z[2 * k + 1], g_re = g[2 * k], g_im = g[2 * k + 1];
+      const R r2 = re * re + im * im + static_cast<R>(kEulerEps);
+      const R r = std::sqrt(r2);
+      const R phi = fastmath::atan2(im, re);
+      const R theta = scalar::cmha_theta(delta[k], phi, bias[k], beta[k], position[k]);
+      R s, c;
+      phase_sincos<kWide>(theta, s, c);
+      const R u_re = g_re * c + g_im * s;  // u = conj(G) (c + i s)
+      const R u_im = g_re * s - g_im * c;
+      const R d_r = u_re, d_theta = -r * u_im;
+      const R d_phi = d_theta * delta[k];
+      const R k_re = d_r / r, k_im = d_phi / r2;
+      dz[2 * k] = k_re * re - k_im * im;
+      dz[2 * k + 1] = k_re * im + k_im * re;
+      acc_delta[k] += static_cast<double>(d_theta * phi);
+      acc_bias[k] += static_cast<double>(d_theta);
+      acc_beta[k] += static_cast<double>(d_theta * position[k]);
     }
   }
 }
@@ -272,7 +288,7 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaRotateBackwardArgs& args) {
   const Tensor &g = args.grad, &z = args.z;
   const ops::CmhaParams& p = args.p;
   const int64_t h = z.size(2), pairs = z.size(3);
-  ThreadSums sums(2 * h * pairs + h);
+  ThreadSums sums(3 * h * pairs);
   dispatch_inexact(z.dtype(), "cmha_rotate_backward", [&]<class C>() {
     if constexpr (is_complex_v<C>) {
       using R = real_of<C>;
@@ -283,7 +299,7 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaRotateBackwardArgs& args) {
         if (setup.wide()) cmha_backward_rows<R, true>(job, begin, end, acc);
         else cmha_backward_best(job, begin, end, acc);
       });
-      std::vector<double> total(static_cast<size_t>(2 * h * pairs + h));
+      std::vector<double> total(static_cast<size_t>(3 * h * pairs));
       sums.total_into(total.data());
       R* odelta = out.ddelta.data<R>();
       R* obeta = out.dbeta.data<R>();
@@ -292,7 +308,11 @@ void CpuBackend::cmha_rotate_backward(const ops::CmhaRotateBackwardArgs& args) {
         R* obias = out.dphase_bias.data<R>();
         for (int64_t i = 0; i < h * pairs; ++i) obias[i] = static_cast<R>(total[h * pairs + i]);
       }
-      for (int64_t i = 0; i < h; ++i) obeta[i] = static_cast<R>(total[2 * h * pairs + i]);
+      for (int64_t i = 0; i < h; ++i) {
+        double beta_sum = 0;
+        for (int64_t j = 0; j < pairs; ++j) beta_sum += total[(2 * h + i) * pairs + j];
+        obeta[i] = static_cast<R>(beta_sum);
+      }
     }
   });
 }
