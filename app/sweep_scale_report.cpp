@@ -77,6 +77,9 @@ const SeedStats* loss_of(const ScaleResults& r, const std::string& task, const s
 struct Gap {
   double mean = 0, se = 0;
   size_t seeds = 0;  // the fewer of the two variants' seeds
+  // One seed of either variant gives no standard error: such a gap is printed
+  // "(n=1)" and left out of the plots and the fit.
+  bool has_standard_error() const { return seeds >= 2; }
 };
 bool gap_of(const ScaleResults& r, const std::string& task, const std::string& size, const std::string& variant, Gap& gap) {
   const SeedStats* a = loss_of(r, task, size, variant, r.plan.seq_len());
@@ -183,7 +186,7 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
       for (const auto& v : others) {
         Gap g;
         if (!gap_of(r, task, s.name, v, g)) md << " – |";
-        else if (g.seeds < 2) md << " " << format_number("%+.4f", g.mean) << " (n=1) |";  // one seed has no standard error
+        else if (!g.has_standard_error()) md << " " << format_number("%+.4f", g.mean) << " (n=1) |";
         else md << " " << format_number("%+.4f", g.mean) << " ± " << format_number("%.4f", g.se) << " |";
       }
       md << "\n";
@@ -200,7 +203,7 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
       for (const SweepSize& s : p.sizes) {
         Gap g;
         const double params = rope_parameters(r, s.name);
-        if (params > 0 && gap_of(r, task, s.name, others[i], g) && g.seeds >= 2)
+        if (params > 0 && gap_of(r, task, s.name, others[i], g) && g.has_standard_error())
           line.points.push_back({params * shift, g.mean}), line.errors.push_back(g.se);
       }
       if (!line.points.empty()) series.push_back(std::move(line));
@@ -225,7 +228,7 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
       for (const SweepSize& s : p.sizes) {
         Gap g;
         const double params = rope_parameters(r, s.name);
-        if (params > 0 && gap_of(r, task, s.name, v, g) && g.seeds >= 2 && g.se > 0)
+        if (params > 0 && gap_of(r, task, s.name, v, g) && g.has_standard_error() && g.se > 0)
           x.push_back(std::log10(params)), y.push_back(g.mean), se.push_back(g.se);
       }
       md << "| " << task << " | " << v << " | " << x.size() << " |";
