@@ -58,12 +58,17 @@ def wrap(fn):
             ctx.needs = [i for i, a in enumerate(inputs) if isinstance(a, _phasor.Tensor) and a.requires_grad]
             ctx.inputs = [inputs[i] for i in ctx.needs]
             ctx.args = [_SAVED if _is_tensor(a) else a for a in args]  # the tensors are saved below
-            ctx.save_for_backward(*[a for a in args if _is_tensor(a)])
             results = tuple(_to_torch(o) for o in outs)
+            # Phasor's graph reads the inputs' and outputs' memory at backward, where torch's version
+            # counters never reach it: saving them too makes torch check, when backward reads
+            # ctx.saved_tensors, that none was changed in place since (_check_unchanged).
+            ctx.n_inputs = sum(1 for a in args if _is_tensor(a))
+            ctx.save_for_backward(*[a for a in args if _is_tensor(a)], *results)
             return results[0] if ctx.single else results
 
         @staticmethod
         def backward(ctx, *grads):
+            _check_unchanged(ctx)
             if torch.is_grad_enabled():  # create_graph=True: a backward torch can differentiate
                 return _differentiable_backward(fn, ctx, grads)
             grads_in = [None] * len(ctx.needs_input_grad)
@@ -83,10 +88,16 @@ def wrap(fn):
     return wrapped
 
 
+def _check_unchanged(ctx):
+    """Raises torch's own RuntimeError ("... modified by an inplace operation ...") when an input or an
+    output of the forward was changed in place since: reading ctx.saved_tensors compares versions."""
+    ctx.saved_tensors
+
+
 def _differentiable_backward(fn, ctx, grads):
     """The vector-Jacobian product of fn at ctx's inputs, as a wrapped function of the inputs and the
     output gradients: Phasor recomputes fn and differentiates it with create_graph, and torch records it."""
-    saved = list(ctx.saved_tensors)
+    saved = list(ctx.saved_tensors)[:ctx.n_inputs]  # the inputs; the outputs follow them
     positions = [i for i, a in enumerate(ctx.args) if a is _SAVED]  # where the saved tensors go in fn's arguments
     needs = [k for k, i in enumerate(positions) if i in ctx.needs]  # which of the saved tensors get gradients
     used = [j for j, g in enumerate(grads) if g is not None]

@@ -118,3 +118,59 @@ def test_gradgradcheck_of_the_ready_made_ops(torch):
     assert torch.autograd.gradgradcheck(lambda *a: pt.cmha_rotate(*a, offset=2), (z, delta, bias, beta))
     table = torch.from_dlpack(phasor.rotary_table(N, P, offset=1, dtype=phasor.complex128))
     assert torch.autograd.gradgradcheck(lambda z: pt.rotary(z, table), (z,))
+
+
+# Phasor's graph reads the memory of the bridge's inputs and outputs at backward,
+# which torch's version counters do not guard: a change in place since the
+# forward must raise as torch's own ops do, never give wrong gradients.
+INPLACE = "modified by an inplace operation"
+
+
+def test_an_output_changed_in_place_is_refused_at_backward(torch):
+    torch.manual_seed(7)
+    q, k, v = (randn(torch, B, N, H, D, dtype=torch.float64) for _ in range(3))
+    out = pt.causal_attention(q, k, v)
+    out.mul_(3)
+    with pytest.raises(RuntimeError, match=INPLACE):
+        (out * out).sum().backward()
+    # The same under create_graph (the differentiable backward).
+    out = pt.causal_attention(q, k, v)
+    out[0].zero_()  # through a view: it shares the output's version counter
+    with pytest.raises(RuntimeError, match=INPLACE):
+        torch.autograd.grad((out * out).sum(), (q,), create_graph=True)
+
+
+def test_an_input_changed_in_place_after_the_forward_is_refused_at_backward(torch):
+    torch.manual_seed(8)
+    q, k0, v = (randn(torch, B, N, H, D, dtype=torch.float64) for _ in range(3))
+    k = k0 * 1  # not a leaf, so torch lets it change in place
+    out = pt.causal_attention(q, k, v)
+    k.add_(1)
+    with pytest.raises(RuntimeError, match=INPLACE):
+        out.sum().backward()
+    # A rotary table that needs no gradient is read by the backward all the same.
+    z = randn(torch, B, N, H, P, dtype=torch.complex128)
+    table = torch.from_dlpack(phasor.rotary_table(N, P, dtype=phasor.complex128)).clone()
+    out = pt.rotary(z, table)
+    table.mul_(10)
+    with pytest.raises(RuntimeError, match=INPLACE):
+        out.abs().sum().backward()
+
+
+def test_wrap_refuses_an_input_or_output_changed_in_place(torch):
+    torch.manual_seed(9)
+    a, b0 = randn(torch, 4, dtype=torch.float64), randn(torch, 4, dtype=torch.float64)
+    fn = pt.wrap(lambda a, b: (a * b, a.exp()))
+    b = b0 * 1
+    prod, _ = fn(a, b)
+    b.mul_(2)
+    with pytest.raises(RuntimeError, match=INPLACE):
+        prod.sum().backward()
+    _, e = fn(a, b0)  # exp's backward reads its own output
+    e.add_(1)
+    with pytest.raises(RuntimeError, match=INPLACE):
+        e.sum().backward()
+    # Unchanged, the gradients are the right ones.
+    prod, e = fn(a, b0)
+    (ga,) = torch.autograd.grad((prod + e).sum(), (a,))
+    torch.testing.assert_close(ga, b0.detach() + a.detach().exp(), rtol=1e-12, atol=0)
