@@ -50,6 +50,26 @@ void refuse_output_over_inputs(std::string_view command, std::string_view what, 
   }
 }
 
+void refuse_output_folder_in_inputs(std::string_view command, std::string_view what, const std::string& dir,
+                                    const std::vector<NamedInput>& inputs) {
+  // Resolved paths without a trailing slash: `out` is inside `in` when it is
+  // `in` or starts with `in` and a slash.
+  const auto resolved = [](const std::string& p) {
+    std::string s = canonical_or_self(p).string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+  };
+  const std::string out = resolved(dir);
+  for (const auto& [flag, path] : inputs) {
+    std::error_code ec;
+    if (path.empty() || !fs::exists(path, ec)) continue;
+    const std::string in = resolved(path);
+    const bool inside = out == in || out.starts_with(in == "/" ? in : in + "/");
+    PHASOR_CHECK(!inside, command, ": ", what, " '", dir, "' is inside the ", flag, " '", path,
+                 "' it reads; its own output would become its input (write it elsewhere)");
+  }
+}
+
 bool is_run_folder(const std::string& dir) { return is_regular(fs::path(dir) / "latest") || is_regular(fs::path(dir) / "log.jsonl"); }
 
 void refuse_output_in_run(std::string_view command, std::string_view what, const std::string& out) {

@@ -33,6 +33,14 @@ bool is_run_folder(const std::string& dir);
 // a sweep folder's plan.json, throughput.json, report.md or cells/ entry.
 void refuse_output_in_run(std::string_view command, std::string_view what, const std::string& out);
 
+// Throws "<command>: <what> '<dir>' is inside the <flag> '<path>' it reads; its
+// own output would become its input (write it elsewhere)" when the output folder
+// `dir` is one of `inputs` or lies under one (a folder of text read whole), by any
+// spelling: both are resolved (symlinks, "..", relative) as far as they exist.
+// Inputs that do not exist are skipped (a built-in corpus name is no file).
+void refuse_output_folder_in_inputs(std::string_view command, std::string_view what, const std::string& dir,
+                                    const std::vector<NamedInput>& inputs);
+
 // Both checks: what every command with an --out file calls before writing it.
 void check_output_path(std::string_view command, std::string_view what, const std::string& out, const std::vector<NamedInput>& inputs);
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/evaluate.h"
+#include "app/output_path.h"
 #include "app/train.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
@@ -530,6 +531,8 @@ json measure_throughput(const SweepPlan& plan, const std::string& out_dir) {
 }  // namespace
 
 void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe, double stop_after_minutes) {
+  // Later cells would train on earlier cells' checkpoints and logs.
+  for (const auto& [task, file] : plan.task_files) refuse_output_folder_in_inputs("sweep", "--out", out_dir, {{"--data", file}});
   fs::create_directories(out_dir + "/cells");
   const std::string plan_path = out_dir + "/plan.json";
   if (fs::exists(plan_path))

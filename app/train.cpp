@@ -18,6 +18,7 @@
 #include "app/evaluate.h"
 #include "app/fault_injection.h"
 #include "app/memory.h"
+#include "app/output_path.h"
 #include "app/step_graph.h"
 #include "app/step_records.h"
 #include "app/gradient.h"
@@ -227,6 +228,8 @@ struct Run {
 
   explicit Run(const TrainOptions& o) : options(o) {
     validate(o);
+    // A run folder inside its own data would be read back as text by its next start.
+    refuse_output_folder_in_inputs("train", "the run folder", o.run_dir, {{"--data", o.data}, {"--val-data", o.val_data}});
     refuse_a_model_too_large_for_memory(o);
     set_threads(o.threads);
     const ByteTokenizer tokenizer;

@@ -874,6 +874,33 @@ TEST_CASE("O3 standard output that cannot be written (/dev/full): one line and a
   fs::remove(scratch() / "full.svg");
 }
 
+TEST_CASE("O4 an output folder inside an input folder (a run or sweep that would read its own output) is refused at the start") {
+  const fs::path dir = fresh_folder(scratch() / "self_input");
+  const fs::path data = dir / "texts";
+  write_bytes(data / "a.txt", sample_text(4096));
+  write_bytes(data / "b.txt", sample_text(2048));
+  const std::map<std::string, std::string> before = tree_bytes(data);
+  const std::string in = " --data " + quote(data);
+  // train --run-dir inside --data, by any spelling: directly, equal, through a symlink or "..", relative.
+  fs::create_symlink(data, dir / "link");
+  for (const fs::path& run : {data / "run", data, dir / "link" / "run", data / "x" / ".." / "run"}) {
+    CAPTURE(run);
+    check_refused(phasor_cli(train_args(run, "--steps 2" + in)), "is inside the --data '" + data.string() + "' it reads");
+  }
+  const Cli relative = run_shell("cd " + quote(dir) + " && timeout -s KILL 600 " + phasor_command() + " " +
+                                     train_args("texts/sub/run", "--steps 2 --data texts"), scratch());
+  check_one_line_failure(relative, "is inside the --data 'texts' it reads");
+  // --val-data's folder too.
+  check_refused(phasor_cli(train_args(data / "run", "--steps 2 --val-data " + quote(data))), "is inside the --val-data");
+  // sweep --out inside a --data folder (--stop-after 0: before, it wrote its plan there and exited 0).
+  check_refused(phasor_cli("sweep --data " + quote(data) + " --out " + quote(data / "sub") + " --steps 1 --seeds 1 --stop-after 0"),
+                "sweep: --out '" + (data / "sub").string() + "' is inside the --data");
+  CHECK(tree_bytes(data) == before);  // nothing written there
+  // Beside the data, both run.
+  const Cli ok = phasor_cli(train_args(dir / "run", "--steps 1" + in));
+  CHECK_MESSAGE(ok.status == 0, ok.err);
+}
+
 TEST_CASE("D6 data, model, config or log that is not a regular file (a FIFO, a device): refused without waiting") {
   const fs::path fifo = make_fifo(scratch() / "special" / "fifo");
   check_refused(phasor_cli_within(60, "info " + quote(fifo)), "not a regular file (a FIFO)");
