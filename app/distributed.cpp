@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "app/distributed_transports.h"  // mpi and nccl, where the program links Phasor::mpi
+#include "tensor/error.h"
 
 namespace phasor {
 
@@ -25,6 +26,7 @@ class SingleProcess final : public Communicator {
   const char* transport() const override { return "single"; }
   void all_reduce_mean(const std::vector<Tensor>&) override {}
   void all_reduce_sum(std::vector<double>&) override {}
+  void all_reduce_max(std::vector<int64_t>&) override {}
   void barrier() override {}
   [[noreturn]] void abort(int code) override {
     std::fflush(nullptr);
@@ -48,6 +50,42 @@ void Communicator::average_gradients(const std::vector<Tensor>& params) {
   for (const Tensor& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   all_reduce_mean(grads);
+}
+
+bool Communicator::same_on_every_rank(const std::vector<int64_t>& values, std::vector<int64_t>* lo, std::vector<int64_t>* hi) {
+  // The maximum of v and of -v over the ranks: the largest and the smallest v.
+  // (Values are counts and 32-bit halves of hashes: -v does not overflow.)
+  std::vector<int64_t> both(values);
+  for (int64_t v : values) both.push_back(-v);
+  all_reduce_max(both);
+  const size_t n = values.size();
+  bool same = true;
+  for (size_t i = 0; i < n; ++i) same = same && both[i] == -both[n + i];
+  if (lo != nullptr) {
+    lo->resize(n);
+    for (size_t i = 0; i < n; ++i) (*lo)[i] = -both[n + i];
+  }
+  if (hi != nullptr) hi->assign(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(n));
+  return same;
+}
+
+void require_ranks_agree(const std::vector<std::pair<std::string, std::string>>& parts) {
+  Communicator& comm = world();
+  if (comm.world_size() == 1) return;
+  std::vector<int64_t> halves;
+  for (const auto& part : parts) {
+    uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits: the same on every platform
+    for (unsigned char c : part.second) h = (h ^ c) * 1099511628211ull;
+    halves.push_back(static_cast<int64_t>(h >> 32));
+    halves.push_back(static_cast<int64_t>(h & 0xffffffffu));
+  }
+  std::vector<int64_t> lo, hi;
+  if (comm.same_on_every_rank(halves, &lo, &hi)) return;
+  std::string differ;
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (lo[2 * i] != hi[2 * i] || lo[2 * i + 1] != hi[2 * i + 1]) differ += (differ.empty() ? "" : ", ") + parts[i].first;
+  fail("distributed: the ranks were started with different ", differ,
+       "; every rank must run the same command (only --threads and the paths may differ)");
 }
 
 std::vector<std::string> built_transports() {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -46,6 +47,13 @@ class Communicator {
   void average_gradients(const std::vector<Tensor>& params);
   // Element-wise sum over all ranks of a few host doubles (losses, flags).
   virtual void all_reduce_sum(std::vector<double>& values) = 0;
+  // Element-wise maximum over all ranks of a few host integers. Its count is
+  // not checked: callers pass a count fixed by the code (same_on_every_rank).
+  virtual void all_reduce_max(std::vector<int64_t>& values) = 0;
+  // Whether every rank passed the same `values` (of a count fixed by the
+  // code); every rank gets the same answer. lo and hi, when given, receive the
+  // smallest and largest of each value over the ranks.
+  bool same_on_every_rank(const std::vector<int64_t>& values, std::vector<int64_t>* lo = nullptr, std::vector<int64_t>* hi = nullptr);
   virtual void barrier() = 0;
   // Ends the whole job (every rank) with this exit code; never returns.
   [[noreturn]] virtual void abort(int code) = 0;
@@ -80,6 +88,13 @@ Communicator& init_distributed(const DistributedOptions& options);
 Communicator& world();
 // Leaves MPI cleanly (every rank must call it); a no-op without MPI.
 void finalize_distributed();
+
+// At start-up: each part (what it is, its text) is hashed and the ranks
+// compare the hashes; where one differs, every rank throws the same line naming
+// it ("distributed: the ranks were started with different <what>; ..."). Ranks
+// that disagree on the model would all-reduce gradients of other sizes, and on
+// the seed, learning rate or data would train on silently.
+void require_ranks_agree(const std::vector<std::pair<std::string, std::string>>& parts);
 
 // The transports this build has, e.g. {"single", "mpi"}.
 std::vector<std::string> built_transports();

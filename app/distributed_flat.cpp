@@ -22,4 +22,10 @@ std::vector<Flat> plan_flat(const std::vector<Tensor>& grads, const char* who) {
   return flats;
 }
 
+std::vector<int64_t> flat_counts(const std::vector<Flat>& flats, size_t bucket_bytes) {
+  std::vector<int64_t> counts{0, 0, static_cast<int64_t>(bucket_bytes)};
+  for (const Flat& f : flats) counts[f.dtype == DType::Float32 ? 0 : 1] = static_cast<int64_t>(f.count);
+  return counts;
+}
+
 }  // namespace phasor::distributed

@@ -26,4 +26,11 @@ struct Flat {
 // Splits gradients by real dtype, in order; each complex element counts as two reals.
 std::vector<Flat> plan_flat(const std::vector<Tensor>& grads, const char* who);
 
+// What every rank's all-reduce must agree on before it moves data (the MPI
+// transport's check_counts): the float32 and float64 element counts and the
+// bucket size that splits them into MPI or NCCL calls.
+std::vector<int64_t> flat_counts(const std::vector<Flat>& flats, size_t bucket_bytes);
+// The collectives check_counts tells apart.
+constexpr int64_t kAllReduceMean = 1, kAllReduceSum = 2;
+
 }  // namespace phasor::distributed

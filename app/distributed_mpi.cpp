@@ -48,11 +48,9 @@ void MpiCommunicator::all_reduce_mean(const std::vector<Tensor>& grads) {
       std::memcpy(buf.data() + p.offset * item, p.staging.raw_data(), p.count * item);
     }
   }
-  std::vector<MPI_Request> requests(1);
-  check(MPI_Ibarrier(comm_, &requests[0]), "MPI_Ibarrier");
-  wait(requests, "all_reduce_mean", start);
+  check_counts("all_reduce_mean", kAllReduceMean, flat_counts(flats, bucket_bytes_), start);
   const auto transfer = Clock::now();
-  requests.clear();
+  std::vector<MPI_Request> requests;
   for (size_t fi = 0; fi < flats.size(); ++fi) {
     const Flat& f = flats[fi];
     const size_t item = itemsize(f.dtype), bucket = std::max<size_t>(1, bucket_bytes_ / item);
@@ -88,11 +86,41 @@ void MpiCommunicator::all_reduce_mean(const std::vector<Tensor>& grads) {
 void MpiCommunicator::all_reduce_sum(std::vector<double>& values) {
   if (values.empty()) return;
   const auto start = Clock::now();
+  check_counts("all_reduce_sum", kAllReduceSum, {static_cast<int64_t>(values.size())}, start);
   std::vector<MPI_Request> r(1);
   check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, comm_, &r[0]),
         "MPI_Iallreduce");
   wait(r, "all_reduce_sum", start);
   account(start);
+}
+
+void MpiCommunicator::all_reduce_max(std::vector<int64_t>& values) {
+  if (values.empty()) return;
+  const auto start = Clock::now();
+  std::vector<MPI_Request> r(1);
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_MAX, comm_, &r[0]),
+        "MPI_Iallreduce");
+  wait(r, "all_reduce_max", start);
+  account(start);
+}
+
+void MpiCommunicator::check_counts(const char* what, int64_t kind, const std::vector<int64_t>& counts, Clock::time_point start) {
+  // A fixed number of values whatever the collective, so that ranks in
+  // different collectives still meet in this one and see it.
+  PHASOR_CHECK(counts.size() <= 3, "distributed: check_counts takes at most 3 counts");
+  std::vector<int64_t> values{kind, 0, 0, 0};
+  std::copy(counts.begin(), counts.end(), values.begin() + 1);
+  std::vector<int64_t> both(values);
+  for (int64_t v : values) both.push_back(-v);
+  std::vector<MPI_Request> r(1);
+  check(MPI_Iallreduce(MPI_IN_PLACE, both.data(), static_cast<int>(both.size()), MPI_INT64_T, MPI_MAX, comm_, &r[0]), "MPI_Iallreduce");
+  wait(r, what, start);
+  if (both[0] != -both[4])
+    fail("distributed: ", what, at_step(), ": the ranks are in different collectives; their programs or options differ");
+  for (size_t i = 1; i < 4; ++i)
+    if (both[i] != -both[4 + i])
+      fail("distributed: ", what, at_step(), ": the ranks pass different element counts (from ", -both[4 + i], " to ", both[i],
+           "; this rank ", values[i], "); their models or options differ");
 }
 
 void MpiCommunicator::barrier() {

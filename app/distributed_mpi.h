@@ -27,6 +27,7 @@ class MpiCommunicator : public Communicator {
 
   void all_reduce_mean(const std::vector<Tensor>& grads) override;
   void all_reduce_sum(std::vector<double>& values) override;
+  void all_reduce_max(std::vector<int64_t>& values) override;
   void barrier() override;
   [[noreturn]] void abort(int code) override;
   void finalize();
@@ -45,6 +46,12 @@ class MpiCommunicator : public Communicator {
   // waiting rank leaves the core to those still computing.
   void wait(std::vector<MPI_Request>& requests, const char* what, Clock::time_point start, bool busy = false);
   void account(Clock::time_point start);
+  // Before a collective moves data: every rank must be in the same collective
+  // (`kind`) with the same element counts (`counts`: per dtype, and the bucket
+  // size that splits them), or MPI and NCCL would read and write past the
+  // buffers of the rank with fewer. Throws the same line on every rank
+  // otherwise. It waits for every rank, so it is also the barrier before the transfer.
+  void check_counts(const char* what, int64_t kind, const std::vector<int64_t>& counts, Clock::time_point start);
   [[noreturn]] void timed_out(const char* what, double waited) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;

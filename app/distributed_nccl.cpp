@@ -53,6 +53,7 @@ class NcclCommunicator final : public MpiCommunicator {
     const cudaStream_t phasor_stream = gpu::native_stream();
 
     std::vector<Flat> flats = plan_flat(grads, "all_reduce_mean");
+    check_counts("all_reduce_mean", kAllReduceMean, flat_counts(flats, bucket_bytes_), start);  // NCCL would overrun otherwise
     size_t bytes = 0;
     for (const Flat& f : flats) bytes += f.count * itemsize(f.dtype);
     if (bytes > capacity_) {

@@ -216,6 +216,16 @@ std::string load_validation_text(TrainOptions& o, bool resumed) {
   return load_text(o.val_data);
 }
 
+// What the ranks of a distributed run must agree on (require_ranks_agree): the
+// model, every option but the per-process ones and the paths, and the text itself.
+std::vector<std::pair<std::string, std::string>> rank_agreement(const TrainOptions& o, const TextSplit& data) {
+  nlohmann::json options = to_json(o);
+  for (const char* own : {"model", "data", "val_data", "run_dir", "threads", "data_bytes", "data_hash"}) options.erase(own);
+  const auto bytes = [](const std::vector<int64_t>& t) { return std::string(reinterpret_cast<const char*>(t.data()), t.size() * sizeof t[0]); };
+  return {{"model config", to_json(o.model).dump()}, {"training options", options.dump()},
+          {"data", bytes(data.train) + "|" + bytes(data.validation)}};
+}
+
 struct Run {
   TrainOptions options;
   TextSplit data;
@@ -239,6 +249,7 @@ struct Run {
     std::vector<int64_t> tokens = tokenizer.encode(load_run_text(options));
     data = o.val_data.empty() ? split_tokens(std::move(tokens), o.val_fraction, o.seq_len)
                               : separate_texts(std::move(tokens), tokenizer.encode(load_validation_text(options, resumed)), o.seq_len);
+    require_ranks_agree(rank_agreement(options, data));  // before gradients of different sizes meet
     model = std::make_unique<CausalLM>(o.model, o.seed);
     if (device_of(o) != kCPU) model->to(device_of(o));  // before the optimizer, whose state follows the parameters
     optimizer = std::make_unique<nn::AdamW>(

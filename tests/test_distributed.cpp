@@ -221,6 +221,82 @@ TEST_CASE("--distributed nccl on CPU tensors, or where it is not built, is one c
                 r.err);
 }
 
+// `phasor train` as 2 ranks started with different arguments (mpirun's MPMD form).
+Cli mpirun_each(const std::string& rank0, const std::string& rank1) {
+  const std::string mpi = " --oversubscribe --allow-run-as-root --bind-to none -x ASAN_OPTIONS=detect_leaks=0 ";
+  return shell("mpirun -np 1" + mpi + phasor_command() + " " + rank0 + " : -np 1" + mpi + phasor_command() + " " + rank1);
+}
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+// Before, a different --seed or --lr trained on and exited 0, and a different
+// --d-model all-reduced gradients of other sizes: heap corruption, SIGABRT.
+TEST_CASE("ranks started with a different model, seed, learning rate or data are refused at the start, on every rank") {
+  SKIP_WITHOUT_MPI();
+  const fs::path other = write_bytes(scratch() / "other.txt", verse_text(9000));
+  struct Variant {
+    const char* name;
+    std::string from, to, differs;
+  };
+  const fs::path dir = fresh_dir("disagree");
+  const std::string args = train_args(dir, 2, "--steps 3 --dist-timeout 60");
+  for (const Variant& v : {Variant{"seed", "--seed 5", "--seed 6", "training options"},
+                           Variant{"lr", "--warmup 8", "--warmup 8 --lr 0.002", "training options"},
+                           Variant{"d_model", "--d-model 32", "--d-model 48", "model config"},
+                           Variant{"data", "--data " + quote(data_file()), "--data " + quote(other), "data"}}) {
+    CAPTURE(v.name);
+    fs::remove_all(dir);
+    const Cli r = mpirun_each(args, replaced(args, v.from, v.to));
+    CHECK(r.status != 0);
+    CHECK(r.status != 124);
+    CHECK_MESSAGE(r.err.find("distributed: the ranks were started with different " + v.differs + ";") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("munmap") == std::string::npos, r.err);
+    CHECK(!fs::exists(dir / "latest"));  // refused before any step
+  }
+  // The threads and the paths of the same text may differ.
+  fs::remove_all(dir);
+  const fs::path copy = write_bytes(scratch() / "copy.txt", read_bytes(data_file()));
+  const Cli ok = mpirun_each(args, replaced(replaced(args, "--threads 1", "--threads 2"), "--data " + quote(data_file()), "--data " + quote(copy)));
+  CHECK_MESSAGE(ok.status == 0, ok.err);
+}
+
+// Each all-reduce checks, with the other ranks, that they are in the same
+// collective with the same element counts before it moves data: a rank with
+// fewer elements would otherwise be read and written past its buffer. The
+// test re-runs itself under mpirun, as the nccl case below does.
+TEST_CASE("mpi: all-reduces whose ranks pass different element counts are refused on every rank") {
+  if (std::getenv("PHASOR_COUNTS_CHILD") == nullptr) {
+    SKIP_WITHOUT_MPI();
+    const std::string self = fs::read_symlink("/proc/self/exe").string();
+    const Cli r = shell("mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none -x PHASOR_COUNTS_CHILD=1 "
+                        "-x ASAN_OPTIONS=detect_leaks=0 " + quote(self) + " '--test-case=mpi: all-reduces whose*' --no-colors");
+    CHECK_MESSAGE(r.status == 0, r.out, r.err);
+    CHECK_MESSAGE(r.out.find("Status: SUCCESS") != std::string::npos, r.out, r.err);
+    return;
+  }
+  Communicator& comm = init_distributed({"mpi", 60.0});
+  REQUIRE(comm.world_size() == 2);
+  const int64_t n = comm.rank() == 0 ? 6 : 9;
+  std::vector<double> sums(static_cast<size_t>(n), 1.0);
+  CHECK_THROWS_WITH_AS(comm.all_reduce_sum(sums), doctest::Contains("all_reduce_sum: the ranks pass different element counts (from 6 to 9"),
+                       Error);
+  const Tensor g = zeros({n});
+  CHECK_THROWS_WITH_AS(comm.all_reduce_mean({g}), doctest::Contains("all_reduce_mean: the ranks pass different element counts"), Error);
+  // One rank in all_reduce_mean, the other in all_reduce_sum.
+  std::vector<double> one{1.0};
+  if (comm.rank() == 0) CHECK_THROWS_WITH_AS(comm.all_reduce_mean({zeros({4})}), doctest::Contains("in different collectives"), Error);
+  else CHECK_THROWS_WITH_AS(comm.all_reduce_sum(one), doctest::Contains("in different collectives"), Error);
+  // Agreeing ranks still reduce.
+  std::vector<double> same{1.0, 2.0};
+  comm.all_reduce_sum(same);
+  CHECK(same == std::vector<double>{2.0, 4.0});
+  finalize_distributed();
+}
+
 TEST_CASE("without a launcher, phasor train is one process whatever --distributed auto finds") {
   // Needs no MPI: the single-process path is the default and stays unchanged.
   const fs::path dir = fresh_dir("single");
