@@ -5,6 +5,7 @@
 // Transposes are never materialised. CPU twin: tensor/cpu/gemm.cpp.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <climits>
 #include <type_traits>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "cuda/kernels.h"
 #include "cuda/runtime.h"
 #include "tensor/backend.h"
+#include "tensor/ops.h"
 
 namespace phasor::gpu {
 
@@ -97,14 +99,33 @@ struct MixedBlas {
   }
 };
 
-int as_int(int64_t v, const char* what) {
-  PHASOR_CHECK(v >= 0 && v <= INT_MAX, "matmul: ", what, " ", v, " exceeds cuBLAS's 32-bit limit");
-  return static_cast<int>(v);
-}
+int as_int(int64_t v, const char* what) { return blas_int(v, what); }  // cuBLAS's ints: refused past the limit, never wrapped
 
 // C [batch, m, n] row-major = op(A) op(B), as C^T = op(B)^T op(A)^T in cuBLAS's column-major terms.
 template <class Calls>
-void gemm_with(const Tensor& out, const GemmPlan& p, const Calls& blas) {
+void gemm_with(const Tensor& out, const GemmPlan& p, const Calls& blas);
+
+// A batch of more items than cuBLAS's int count: runs of at most the limit,
+// each a plan of its own writing its rows of `out`.
+template <class Calls>
+bool gemm_in_runs(const Tensor& out, const GemmPlan& p, const Calls& blas) {
+  const int64_t count = static_cast<int64_t>(p.a.offsets.size()), limit = blas_int_limit();
+  if (count <= limit) return false;
+  for (int64_t first = 0; first < count; first += limit) {
+    const int64_t len = std::min(limit, count - first);
+    GemmPlan run = p;
+    run.a.offsets.assign(p.a.offsets.begin() + first, p.a.offsets.begin() + first + len);
+    run.b.offsets.assign(p.b.offsets.begin() + first, p.b.offsets.begin() + first + len);
+    gemm_with(ops::narrow(out, 0, first, len), run, blas);
+  }
+  return true;
+}
+
+template <class Calls>
+void gemm_with(const Tensor& out_in, const GemmPlan& p, const Calls& blas) {
+  // out [batch, m, n] as one leading batch dim, so runs of the batch are narrows of it.
+  const Tensor out = ops::reshape(out_in, {static_cast<int64_t>(p.a.offsets.size()), p.m, p.n});
+  if (gemm_in_runs(out, p, blas)) return;
   using In = typename Calls::In;
   using Out = typename Calls::Out;
   const GemmOperand &a = p.a, &b = p.b;

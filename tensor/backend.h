@@ -41,6 +41,15 @@ struct GemmPlan {
   int64_t m = 0, n = 0, k = 0;
 };
 
+// The largest size, leading dimension or batch count Phasor passes to a library
+// whose integers are 32 bits (OpenBLAS's LP64 cblas, cuBLAS): INT32_MAX. The
+// matmul front-end splits or copies whatever exceeds it, so a plan never holds
+// more; blas_int narrows at the call and refuses (one line) rather than wrap.
+int64_t blas_int_limit();
+int blas_int(int64_t v, const char* what);
+// Tests lower the limit to reach the split and copy paths at small sizes; 0 restores it.
+void set_blas_int_limit_for_testing(int64_t limit);
+
 // Row-wise softmax family over contiguous [rows, n].
 enum class RowOp { LogSumExp, Softmax, LogSoftmax };
 

@@ -2,8 +2,29 @@
 // the GEMM plan both backends run (tensor/backend.h). Transposes and
 // conjugate-transposes become BLAS flags, never copies; an operand is copied
 // only when its last two dims have no unit stride at all.
+#include <atomic>
+#include <climits>
+
 #include "tensor/backend.h"
 #include "tensor/ops.h"
+
+namespace phasor {
+
+namespace {
+std::atomic<int64_t> blas_limit{INT_MAX};
+}  // namespace
+
+int64_t blas_int_limit() { return blas_limit.load(std::memory_order_relaxed); }
+
+void set_blas_int_limit_for_testing(int64_t limit) { blas_limit.store(limit > 0 ? std::min<int64_t>(limit, INT_MAX) : INT_MAX); }
+
+int blas_int(int64_t v, const char* what) {
+  PHASOR_CHECK(v >= 0 && v <= blas_int_limit(), "matmul: ", what, " ", v, " exceeds the 32-bit integers of the BLAS library (at most ",
+               blas_int_limit(), ")");
+  return static_cast<int>(v);
+}
+
+}  // namespace phasor
 
 namespace phasor::ops {
 
@@ -41,6 +62,13 @@ GemmOperand gemm_operand(Tensor x, MatOp op, const Dims& batch) {
   } else if (col_major() && op != MatOp::ConjTranspose) {
     g = {x, op == MatOp::None ? BlasOp::T : BlasOp::N, x.size(-1) == 1 ? std::max<int64_t>(1, x.size(-2)) : x.stride(-1), {}};
   } else {
+    x = contiguous(x);
+    g = {x, blas_op(op), std::max<int64_t>(1, x.size(-1)), {}};
+  }
+  // A leading dimension past the library's 32-bit ints (a view with a huge row
+  // stride) would be narrowed: copy to row-major, whose rows the front-end has
+  // already made short enough (matmul splits m, n and k).
+  if (g.ld > blas_int_limit()) {
     x = contiguous(x);
     g = {x, blas_op(op), std::max<int64_t>(1, x.size(-1)), {}};
   }
@@ -90,6 +118,36 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b, st
     Tensor flat = matmul(reshape(a, fold_to_matrix(a.shape())), b, MatOp::None, op_b, out_dt);
     Tensor out = reshape(flat, out_shape);
     return b_vec ? squeeze(out, -1) : out;
+  }
+
+  // m, n or k past the library's 32-bit ints: products of pieces that fit
+  // (rows of op(a), columns of op(b), or partial sums over k).
+  const int64_t limit = blas_int_limit();
+  if (m > limit || n > limit || k > limit) {
+    const int64_t whole = m > limit ? m : n > limit ? n : k;
+    std::vector<Tensor> parts;
+    for (int64_t first = 0; first < whole; first += limit) {
+      const int64_t len = std::min(limit, whole - first);
+      // Which stored dim of a (b) holds op(a)'s rows or k (op(b)'s k or columns).
+      const int64_t a_dim = m > limit ? (ta ? -1 : -2) : k > limit && n <= limit ? (ta ? -2 : -1) : 0;
+      const int64_t b_dim = m > limit ? 0 : n > limit ? (tb ? -2 : -1) : (tb ? -1 : -2);
+      const Tensor pa = a_dim == 0 ? a : narrow(a, a.dim() + a_dim, first, len);
+      const Tensor pb = b_dim == 0 ? b : narrow(b, b.dim() + b_dim, first, len);
+      // Partial sums over k in float32 where the result is bfloat16 (which has no add).
+      const DType part_dt = m <= limit && n <= limit && out_dt == DType::BFloat16 ? DType::Float32 : out_dt;
+      parts.push_back(matmul(pa, pb, op_a, op_b, part_dt));
+    }
+    Tensor out;
+    if (m > limit || n > limit) {
+      out = cat(parts, m > limit ? parts[0].dim() - 2 : parts[0].dim() - 1);
+    } else {
+      out = parts[0];
+      for (size_t i = 1; i < parts.size(); ++i) binary_(Binary::Add, out, parts[i]);
+      out = to(out, out_dt);
+    }
+    if (a_vec) out = squeeze(out, -2);
+    if (b_vec) out = squeeze(out, -1);
+    return out;
   }
 
   Dims out_shape = batch;

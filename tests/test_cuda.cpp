@@ -477,6 +477,26 @@ TEST_CASE("cuda: matmul on cuBLAS, every dtype, transposes and conjugates as fla
   CHECK_THROWS_WITH_AS(ops::matmul(on_gpu(rnd({2, 3}, DType::Float32)), on_gpu(rnd({2, 3}, DType::Float32))), doctest::Contains("inner dimensions"), Error);
 }
 
+// cuBLAS's ints: a batch count, size or leading dimension past INT32_MAX runs in
+// pieces that fit (the limit lowered so that small products take those paths).
+TEST_CASE("cuda: matmul past cuBLAS's 32-bit ints runs in pieces (batch runs, split sizes, copied operands)") {
+  const Tensor a = rnd({7, 5, 6}, DType::Float32), b = rnd({7, 6, 3}, DType::Float32);
+  const Tensor q = rnd({2, 5, 3, 4}, DType::Float64), kk = rnd({2, 5, 3, 4}, DType::Float64);
+  const Tensor wide = rnd({5, 20}, DType::Complex64).narrow(1, 2, 6), w = rnd({6, 3}, DType::Complex64);
+  const Tensor big_a = rnd({9, 11}, DType::Float32).to(DType::BFloat16), big_b = rnd({11, 10}, DType::Float32).to(DType::BFloat16);
+  const Tensor want[] = {ops::matmul(a, b), ops::matmul(ops::permute(q, {0, 2, 1, 3}), ops::permute(kk, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose),
+                         ops::matmul(wide, w), ops::matmul(big_a, big_b, MatOp::None, MatOp::None, DType::Float32)};
+  set_blas_int_limit_for_testing(4);
+  const Tensor got[] = {ops::matmul(on_gpu(a), on_gpu(b)),
+                        ops::matmul(ops::permute(on_gpu(q), {0, 2, 1, 3}), ops::permute(on_gpu(kk), {0, 2, 1, 3}), MatOp::None, MatOp::Transpose),
+                        ops::matmul(on_gpu(wide), on_gpu(w)), ops::matmul(on_gpu(big_a), on_gpu(big_b), MatOp::None, MatOp::None, DType::Float32)};
+  set_blas_int_limit_for_testing(0);
+  expect_close(want[0], got[0], 1e-5, 1e-4, "a strided batch of 7 in runs of 4");
+  expect_close(want[1], got[1], 1e-10, 1e-10, "a pointer batch of 6 in runs of 4, d 4");
+  expect_close(want[2], got[2], 1e-5, 1e-4, "a row stride of 20 copied");
+  expect_close(want[3], got[3], 1e-2, 1e-2, "bfloat16 m, n, k split");
+}
+
 // bfloat16 operands on cuBLAS's mixed-precision GEMMs (cublasGemmEx and its
 // batched forms, float32 arithmetic): a float32 result within float32's
 // rounding of the CPU's, a bfloat16 one within one bfloat16 step.

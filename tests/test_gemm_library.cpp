@@ -119,3 +119,63 @@ TEST_CASE("a real operand's conjugate transpose runs as its transpose, on oneDNN
     CHECK(both.to_vector<float>() == both_t.to_vector<float>());
   }
 }
+
+// OpenBLAS's LP64 cblas and cuBLAS take 32-bit ints: a leading dimension, size
+// or batch count past INT32_MAX was once narrowed (a NumPy view with a row
+// stride of 2^32 + 5 multiplied as if it were 5). The limit is lowered here so
+// that small products take the paths that copy such an operand to row-major
+// and split m, n and k, and must give what they give without the limit.
+namespace {
+struct BlasLimit {
+  explicit BlasLimit(int64_t limit) { set_blas_int_limit_for_testing(limit); }
+  ~BlasLimit() { set_blas_int_limit_for_testing(0); }
+};
+}  // namespace
+
+TEST_CASE("sizes and leading dimensions past the library's 32-bit ints are split or copied, never narrowed") {
+  CHECK(blas_int_limit() == 2147483647);
+  CHECK_THROWS_WITH_AS(blas_int((int64_t{1} << 32) + 5, "lda"), doctest::Contains("lda 4294967301 exceeds the 32-bit integers"), Error);
+  Generator gen(14);
+  struct Case {
+    std::string what;
+    Tensor a, b;
+    MatOp op_a = MatOp::None, op_b = MatOp::None;
+  };
+  std::vector<Case> cases;
+  for (DType dt : {DType::Float32, DType::Float64, DType::Complex64, DType::BFloat16}) {
+    const auto r = [&](const Dims& s) { return randn(s, dt == DType::BFloat16 ? DType::Float32 : dt, &gen).to(dt); };
+    cases.push_back({"a row stride past the limit (copied)", r({5, 20}).narrow(1, 2, 6), r({6, 3})});
+    // Column-major views (strides [1, 20]): their leading dimension is the column stride.
+    cases.push_back({"a column stride past the limit (copied)", r({7, 20}).narrow(1, 0, 6).transpose(0, 1),
+                     r({3, 20}).narrow(1, 1, 6).transpose(0, 1), MatOp::Transpose});
+    cases.push_back({"m, n and k past the limit (split)", r({19, 21}), r({21, 17})});
+    cases.push_back({"transposed, conjugated", r({21, 19}), r({17, 21}), MatOp::Transpose, MatOp::ConjTranspose});
+    cases.push_back({"a batch, folded into m", r({3, 6, 21}), r({21, 5})});
+    cases.push_back({"a batch of weights", r({2, 6, 21}), r({2, 21, 11})});
+    cases.push_back({"vectors", r({21}), r({21, 12})});
+  }
+  for (auto library : {cpu::GemmLibrary::OpenBLAS, cpu::GemmLibrary::OneDNN}) {
+    if (library == cpu::GemmLibrary::OneDNN && !cpu::onednn_available()) continue;
+    cpu::set_gemm_library(library);
+    for (const Case& c : cases) {
+      CAPTURE(c.what);
+      CAPTURE(c.a.dtype());
+      CAPTURE(static_cast<int>(library));
+      const Tensor want = ops::matmul(c.a, c.b, c.op_a, c.op_b);
+      Tensor got;
+      {
+        BlasLimit limit(8);
+        got = ops::matmul(c.a, c.b, c.op_a, c.op_b);
+      }
+      REQUIRE(got.shape() == want.shape());
+      const double tol = c.a.dtype() == DType::BFloat16 ? 2e-2 : 1e-5;  // k split: the sums in another order
+      const auto x = ops::contiguous(got.to(DType::Complex128)).to_vector<c128>();
+      const auto y = ops::contiguous(want.to(DType::Complex128)).to_vector<c128>();
+      size_t bad = 0;
+      for (size_t i = 0; i < x.size(); ++i)
+        if (!(std::abs(x[i] - y[i]) <= tol * (1 + std::abs(y[i])))) ++bad;
+      CHECK_MESSAGE(bad == 0, bad, " of ", x.size(), " elements off");
+    }
+  }
+  cpu::set_gemm_library(std::nullopt);
+}

@@ -33,9 +33,13 @@ constexpr int64_t kMinBlock = 16;
 
 CBLAS_TRANSPOSE flag(BlasOp op) { return op == BlasOp::N ? CblasNoTrans : op == BlasOp::T ? CblasTrans : CblasConjTrans; }
 
+// cblas takes 32-bit ints (LP64): each size is narrowed through blas_int, which
+// refuses rather than wraps (the front-end, tensor/linalg.cpp, splits or copies first).
 template <class T>
-void gemm_one(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-              T* c, int64_t ldc) {
+void gemm_one(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m64, int64_t n64, int64_t k64, const T* a, int64_t lda64, const T* b,
+              int64_t ldb64, T* c, int64_t ldc64) {
+  const int m = blas_int(m64, "m"), n = blas_int(n64, "n"), k = blas_int(k64, "k");
+  const int lda = blas_int(lda64, "lda"), ldb = blas_int(ldb64, "ldb"), ldc = blas_int(ldc64, "ldc");
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   } else if constexpr (std::is_same_v<T, double>) {
