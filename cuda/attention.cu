@@ -32,7 +32,9 @@
 // rows ty + 16 i of its tile and keys (or head columns) tx + 16 j, so the 16
 // threads sharing a row are 16 consecutive lanes of one warp and reduce with
 // shuffles. The head width d is padded to DP in {16, 32, 64, 96, 128} with
-// zeros in shared memory, so every d <= 128 takes the tiled kernels; wider heads
+// zeros in shared memory, so every d <= 128 takes the tiled kernels (with a
+// value width dv other than the query/key width d, DP pads the wider of the
+// two, and the narrower is zeros past its end); wider heads
 // (or a GPU with too little shared memory) take simple kernels (one block per
 // row, same maths, no reuse across rows), correct but slow.
 #include <algorithm>
@@ -81,11 +83,11 @@ struct Attn {
   const T* slopes;      // [H] or null
   const T* lse;         // backward: [B, H, Nq]
   const T* delta;       // backward: D, [B, H, Nq]
-  T* out;               // forward: [B, Nq, H, d]
+  T* out;               // forward: [B, Nq, H, dv]
   T* lse_out;           // forward: [B, H, Nq]
   T *dq, *dk, *dv;      // backward, contiguous
   int64_t b, nq, nk, h, offset;
-  int d;
+  int d, v_width;  // the width of q and k, and of v, dO, the output and dV
   T scale;
 };
 
@@ -279,7 +281,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
   const int64_t n_end = smaller(a.nk, pos0 + rows);   // the keys any valid row sees: [0, n_end)
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
   const In* kbase = a.k.at(b, 0, h, a.d);
-  const In* vbase = a.v.at(b, 0, h, a.d);
+  const In* vbase = a.v.at(b, 0, h, a.v_width);
   load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
 
   T m[TM], l[TM], o[1][TM][TD];
@@ -295,7 +297,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
   // too) sees: each m is finite from then on, so no exp(-inf - -inf).
   const auto load = [&](int64_t k0) {
     load_tile<T, BK, DP, LD>(ks, kbase + k0 * a.k.sn, a.k.sn, a.nk - k0, a.d);
-    load_tile<T, BK, DP, LD>(vs, vbase + k0 * a.v.sn, a.v.sn, a.nk - k0, a.d);
+    load_tile<T, BK, DP, LD>(vs, vbase + k0 * a.v.sn, a.v.sn, a.nk - k0, a.v_width);
   };
   const auto scores = [&](int64_t k0) {
     T s[1][TM][TN];
@@ -341,11 +343,11 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
     const int64_t qi = q0 + ty + 16 * i;
     if (qi < a.nq) {
       const T inv = T(1) / total;
-      T* out = a.out + ((b * a.nq + qi) * a.h + h) * a.d;
+      T* out = a.out + ((b * a.nq + qi) * a.h + h) * a.v_width;
 #pragma unroll
       for (int j = 0; j < TD; ++j) {
         const int e = tx + 16 * j;
-        if (e < a.d) out[e] = o[0][i][j] * inv;
+        if (e < a.v_width) out[e] = o[0][i][j] * inv;
       }
       if (tx == 0) a.lse_out[bh * a.nq + qi] = m[i] + lg(total);
     }
@@ -362,9 +364,9 @@ __global__ void attention_delta_kernel(const Attn<T, In> a, T* delta) {
   if (row >= rows) return;  // the whole warp
   const int lane = threadIdx.x & 31;
   const int64_t h = row % a.h, qi = (row / a.h) % a.nq, b = row / (a.h * a.nq);
-  const T *g = a.g.at(b, qi, h, a.d), *o = a.o.at(b, qi, h, a.d);
+  const T *g = a.g.at(b, qi, h, a.v_width), *o = a.o.at(b, qi, h, a.v_width);
   acc_t<T> s = 0;
-  for (int e = lane; e < a.d; e += 32) s += static_cast<acc_t<T>>(g[e]) * o[e];
+  for (int e = lane; e < a.v_width; e += 32) s += static_cast<acc_t<T>>(g[e]) * o[e];
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
   if (lane == 0) delta[(b * a.h + h) * a.nq + qi] = static_cast<T>(s);
@@ -391,7 +393,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
   const int64_t k0 = tile * BK;
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
   load_tile<T, BK, DP, LD>(ks, a.k.at(b, k0, h, a.d), a.k.sn, a.nk - k0, a.d);
-  load_tile<T, BK, DP, LD>(vs, a.v.at(b, k0, h, a.d), a.v.sn, a.nk - k0, a.d);
+  load_tile<T, BK, DP, LD>(vs, a.v.at(b, k0, h, a.v_width), a.v.sn, a.nk - k0, a.v_width);
 
   T acc[2][TK][TD];  // dV, dK (scaled at the end)
 #pragma unroll
@@ -402,7 +404,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
   const auto load = [&](int64_t q0) {
     const int64_t rows = a.nq - q0;
     load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
-    load_tile<T, BQ, DP, LD>(gs, a.g.at(b, q0, h, a.d), a.g.sn, rows, a.d);
+    load_tile<T, BQ, DP, LD>(gs, a.g.at(b, q0, h, a.v_width), a.g.sn, rows, a.v_width);
     for (int r = threadIdx.x; r < BQ; r += kAttnThreads) {
       lse_s[r] = r < rows ? a.lse[bh * a.nq + q0 + r] : T(0);
       del_s[r] = r < rows ? a.delta[bh * a.nq + q0 + r] : T(0);
@@ -434,14 +436,12 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
   for (int i = 0; i < TK; ++i) {
     const int64_t n = k0 + ty + 16 * i;
     if (n >= a.nk) continue;
-    const int64_t base = ((b * a.nk + n) * a.h + h) * a.d;
+    const int64_t row = (b * a.nk + n) * a.h + h;
 #pragma unroll
     for (int j = 0; j < TD; ++j) {
       const int e = tx + 16 * j;
-      if (e < a.d) {
-        a.dk[base + e] = acc[1][i][j] * scale;
-        a.dv[base + e] = acc[0][i][j];
-      }
+      if (e < a.d) a.dk[row * a.d + e] = acc[1][i][j] * scale;
+      if (e < a.v_width) a.dv[row * a.v_width + e] = acc[0][i][j];
     }
   }
 }
@@ -466,9 +466,9 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
   const int64_t n_end = smaller(a.nk, pos0 + rows);
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
   const In* kbase = a.k.at(b, 0, h, a.d);
-  const In* vbase = a.v.at(b, 0, h, a.d);
+  const In* vbase = a.v.at(b, 0, h, a.v_width);
   load_tile<T, BQ, DP, LD>(qs, a.q.at(b, q0, h, a.d), a.q.sn, rows, a.d);
-  load_tile<T, BQ, DP, LD>(gs, a.g.at(b, q0, h, a.d), a.g.sn, rows, a.d);
+  load_tile<T, BQ, DP, LD>(gs, a.g.at(b, q0, h, a.v_width), a.g.sn, rows, a.v_width);
   T lse_r[TM], del_r[TM], dq[1][TM][TD];
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
@@ -481,7 +481,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
 
   const auto load = [&](int64_t k0) {
     load_tile<T, BK, DP, LD>(ks, kbase + k0 * a.k.sn, a.k.sn, a.nk - k0, a.d);
-    load_tile<T, BK, DP, LD>(vs, vbase + k0 * a.v.sn, a.v.sn, a.nk - k0, a.d);
+    load_tile<T, BK, DP, LD>(vs, vbase + k0 * a.v.sn, a.v.sn, a.nk - k0, a.v_width);
   };
   const auto scores = [&](int64_t k0) {
     // Scores S = Q K^T and dP = dO V^T, queries ty + 16 i by keys tx + 16 j.
@@ -525,16 +525,15 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
 template <class T, class In>
 __global__ void attention_forward_simple_kernel(const Attn<T, In> a) {
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
+  const int w = a.d > a.v_width ? a.d : a.v_width;      // each vector's room
   T* qrow = reinterpret_cast<T*>(attn_smem);  // [d]
-  T* acc = qrow + a.d;                         // [d]
-  T* ps = acc + a.d;                           // [kSimpleThreads]
+  T* acc = qrow + w;                           // [dv]
+  T* ps = acc + w;                             // [kSimpleThreads]
   const int t = threadIdx.x;
   const int64_t qi = static_cast<int64_t>(blockIdx.x) % a.nq, bh = static_cast<int64_t>(blockIdx.x) / a.nq, b = bh / a.h, h = bh % a.h;
   const In* q = a.q.at(b, qi, h, a.d);
-  for (int e = t; e < a.d; e += kSimpleThreads) {
-    qrow[e] = widen<T>(q[e]);
-    acc[e] = T(0);
-  }
+  for (int e = t; e < a.d; e += kSimpleThreads) qrow[e] = widen<T>(q[e]);
+  for (int e = t; e < a.v_width; e += kSimpleThreads) acc[e] = T(0);
   __syncthreads();
   const int64_t pos = a.offset + qi, n_end = smaller(a.nk, pos + 1);
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
@@ -556,33 +555,34 @@ __global__ void attention_forward_simple_kernel(const Attn<T, In> a) {
     l = l * alpha + block_sum(p);  // its barriers publish ps; the next chunk's block_reduce waits for its readers
     m = mx;
     const int count = static_cast<int>(smaller<int64_t>(kSimpleThreads, n_end - k0));
-    for (int e = t; e < a.d; e += kSimpleThreads) {
+    for (int e = t; e < a.v_width; e += kSimpleThreads) {
       T sum = acc[e] * alpha;
-      for (int c = 0; c < count; ++c) sum += ps[c] * widen<T>(a.v.at(b, k0 + c, h, a.d)[e]);
+      for (int c = 0; c < count; ++c) sum += ps[c] * widen<T>(a.v.at(b, k0 + c, h, a.v_width)[e]);
       acc[e] = sum;
     }
   }
-  T* out = a.out + ((b * a.nq + qi) * a.h + h) * a.d;
-  for (int e = t; e < a.d; e += kSimpleThreads) out[e] = acc[e] / l;
+  T* out = a.out + ((b * a.nq + qi) * a.h + h) * a.v_width;
+  for (int e = t; e < a.v_width; e += kSimpleThreads) out[e] = acc[e] / l;
   if (t == 0) a.lse_out[bh * a.nq + qi] = m + lg(l);
 }
 
 template <class T, class In>
 __global__ void attention_dq_simple_kernel(const Attn<T, In> a) {
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
+  const int w = a.d > a.v_width ? a.d : a.v_width;      // each vector's room
   T* qrow = reinterpret_cast<T*>(attn_smem);  // [d]
-  T* grow = qrow + a.d;                        // [d]
-  T* acc = grow + a.d;                         // [d]
-  T* ds = acc + a.d;                           // [kSimpleThreads]
+  T* grow = qrow + w;                          // [dv]
+  T* acc = grow + w;                           // [d]
+  T* ds = acc + w;                             // [kSimpleThreads]
   const int t = threadIdx.x;
   const int64_t qi = static_cast<int64_t>(blockIdx.x) % a.nq, bh = static_cast<int64_t>(blockIdx.x) / a.nq, b = bh / a.h, h = bh % a.h;
   const In* q = a.q.at(b, qi, h, a.d);
-  const T* g = a.g.at(b, qi, h, a.d);
+  const T* g = a.g.at(b, qi, h, a.v_width);
   for (int e = t; e < a.d; e += kSimpleThreads) {
     qrow[e] = widen<T>(q[e]);
-    grow[e] = g[e];
     acc[e] = T(0);
   }
+  for (int e = t; e < a.v_width; e += kSimpleThreads) grow[e] = g[e];
   __syncthreads();
   const int64_t pos = a.offset + qi, n_end = smaller(a.nk, pos + 1);
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
@@ -591,12 +591,10 @@ __global__ void attention_dq_simple_kernel(const Attn<T, In> a) {
     const int64_t n = k0 + t;
     T d_s = T(0);
     if (n < n_end) {
-      const In *kr = a.k.at(b, n, h, a.d), *vr = a.v.at(b, n, h, a.d);
+      const In *kr = a.k.at(b, n, h, a.d), *vr = a.v.at(b, n, h, a.v_width);
       T s = T(0), dp = T(0);
-      for (int e = 0; e < a.d; ++e) {
-        s += qrow[e] * widen<T>(kr[e]);
-        dp += grow[e] * widen<T>(vr[e]);
-      }
+      for (int e = 0; e < a.d; ++e) s += qrow[e] * widen<T>(kr[e]);
+      for (int e = 0; e < a.v_width; ++e) dp += grow[e] * widen<T>(vr[e]);
       d_s = ex(scale * s - slope * static_cast<T>(pos - n) - lse) * (dp - del);
     }
     ds[t] = d_s;
@@ -616,19 +614,23 @@ __global__ void attention_dq_simple_kernel(const Attn<T, In> a) {
 template <class T, class In>
 __global__ void attention_dkdv_simple_kernel(const Attn<T, In> a) {
   PHASOR_EXTERN_SHARED(unsigned char, attn_smem);
+  const int w = a.d > a.v_width ? a.d : a.v_width;      // each vector's room
   T* krow = reinterpret_cast<T*>(attn_smem);  // [d]
-  T* vrow = krow + a.d;                        // [d]
-  T* acck = vrow + a.d;                        // [d]
-  T* accv = acck + a.d;                        // [d]
-  T* ps = accv + a.d;                          // [kSimpleThreads]
+  T* vrow = krow + w;                          // [dv]
+  T* acck = vrow + w;                          // [d]
+  T* accv = acck + w;                          // [dv]
+  T* ps = accv + w;                            // [kSimpleThreads]
   T* ds = ps + kSimpleThreads;                 // [kSimpleThreads]
   const int t = threadIdx.x;
   const int64_t n = static_cast<int64_t>(blockIdx.x) % a.nk, bh = static_cast<int64_t>(blockIdx.x) / a.nk, b = bh / a.h, h = bh % a.h;
-  const In *k = a.k.at(b, n, h, a.d), *v = a.v.at(b, n, h, a.d);
+  const In *k = a.k.at(b, n, h, a.d), *v = a.v.at(b, n, h, a.v_width);
   for (int e = t; e < a.d; e += kSimpleThreads) {
     krow[e] = widen<T>(k[e]);
+    acck[e] = T(0);
+  }
+  for (int e = t; e < a.v_width; e += kSimpleThreads) {
     vrow[e] = widen<T>(v[e]);
-    acck[e] = accv[e] = T(0);
+    accv[e] = T(0);
   }
   __syncthreads();
   const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
@@ -638,12 +640,10 @@ __global__ void attention_dkdv_simple_kernel(const Attn<T, In> a) {
     T p = T(0), d_s = T(0);
     if (qi < a.nq) {
       const In* qr = a.q.at(b, qi, h, a.d);
-      const T* gr = a.g.at(b, qi, h, a.d);
+      const T* gr = a.g.at(b, qi, h, a.v_width);
       T s = T(0), dp = T(0);
-      for (int e = 0; e < a.d; ++e) {
-        s += widen<T>(qr[e]) * krow[e];
-        dp += gr[e] * vrow[e];
-      }
+      for (int e = 0; e < a.d; ++e) s += widen<T>(qr[e]) * krow[e];
+      for (int e = 0; e < a.v_width; ++e) dp += gr[e] * vrow[e];
       p = ex(scale * s - slope * static_cast<T>(a.offset + qi - n) - a.lse[bh * a.nq + qi]);
       d_s = p * (dp - a.delta[bh * a.nq + qi]);
     }
@@ -652,21 +652,20 @@ __global__ void attention_dkdv_simple_kernel(const Attn<T, In> a) {
     __syncthreads();
     const int count = static_cast<int>(smaller<int64_t>(kSimpleThreads, a.nq - i0));
     for (int e = t; e < a.d; e += kSimpleThreads) {
-      T sk = acck[e], sv = accv[e];
-      for (int c = 0; c < count; ++c) {
-        sv += ps[c] * a.g.at(b, i0 + c, h, a.d)[e];
-        sk += ds[c] * widen<T>(a.q.at(b, i0 + c, h, a.d)[e]);
-      }
+      T sk = acck[e];
+      for (int c = 0; c < count; ++c) sk += ds[c] * widen<T>(a.q.at(b, i0 + c, h, a.d)[e]);
       acck[e] = sk;
+    }
+    for (int e = t; e < a.v_width; e += kSimpleThreads) {
+      T sv = accv[e];
+      for (int c = 0; c < count; ++c) sv += ps[c] * a.g.at(b, i0 + c, h, a.v_width)[e];
       accv[e] = sv;
     }
     __syncthreads();
   }
-  const int64_t base = ((b * a.nk + n) * a.h + h) * a.d;
-  for (int e = t; e < a.d; e += kSimpleThreads) {
-    a.dk[base + e] = acck[e] * scale;
-    a.dv[base + e] = accv[e];
-  }
+  const int64_t row = (b * a.nk + n) * a.h + h;
+  for (int e = t; e < a.d; e += kSimpleThreads) a.dk[row * a.d + e] = acck[e] * scale;
+  for (int e = t; e < a.v_width; e += kSimpleThreads) a.dv[row * a.v_width + e] = accv[e];
 }
 
 // ---------------------------------------------------------------- launch
@@ -763,6 +762,7 @@ Attn<T, In> device_args(const AttentionArgs& x) {
   a.h = x.h;
   a.offset = x.offset;
   a.d = static_cast<int>(x.d);
+  a.v_width = static_cast<int>(x.dv);
   a.scale = static_cast<T>(x.scale);
   return a;
 }
@@ -776,15 +776,15 @@ void dispatch_inputs(DType t, const char* op, F&& f) {
 
 }  // namespace
 
-// out [B, Nq, H, d] and logsumexp [B, H, Nq], contiguous.
+// out [B, Nq, H, dv] and logsumexp [B, H, Nq], contiguous.
 void launch_attention_forward(DType t, const AttentionArgs& args, void* out, void* logsumexp) {
   if (args.b * args.h * args.nq == 0) return;
   dispatch_inputs(t, "causal_attention", [&]<class T, class In>() {
     Attn<T, In> a = device_args<T, In>(args);
     a.out = static_cast<T*>(out);
     a.lse_out = static_cast<T*>(logsumexp);
-    if (with_width(args.d, [&]<int DP>() { return forward_tiled<T, In, DP>(a); })) return;
-    const size_t shared = simple_shared<T>(attention_forward_simple_kernel<T, In>, args.d, 2, 1);
+    if (with_width(std::max(args.d, args.dv), [&]<int DP>() { return forward_tiled<T, In, DP>(a); })) return;
+    const size_t shared = simple_shared<T>(attention_forward_simple_kernel<T, In>, std::max(args.d, args.dv), 2, 1);
     PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nq, "forward"), kSimpleThreads, shared, stream(), attention_forward_simple_kernel<T, In>)(a);
     check_launch("attention_forward (any head width)");
   });
@@ -812,14 +812,14 @@ void launch_attention_backward(DType t, const AttentionArgs& args, const Attenti
       check_launch("attention_backward (delta)");
     }
     // dK, dV for every key (zeros for keys no query sees, all of them when Nq = 0).
-    if (!with_width(args.d, [&]<int DP>() { return dkdv_tiled<T, In, DP>(a); })) {
-      const size_t shared = simple_shared<T>(attention_dkdv_simple_kernel<T, In>, args.d, 4, 2);
+    if (!with_width(std::max(args.d, args.dv), [&]<int DP>() { return dkdv_tiled<T, In, DP>(a); })) {
+      const size_t shared = simple_shared<T>(attention_dkdv_simple_kernel<T, In>, std::max(args.d, args.dv), 4, 2);
       PHASOR_LAUNCH(blocks_of(args.b * args.h * args.nk, "dk/dv"), kSimpleThreads, shared, stream(), attention_dkdv_simple_kernel<T, In>)(a);
       check_launch("attention_backward (dk, dv, any head width)");
     }
     if (rows == 0) return;
-    if (!with_width(args.d, [&]<int DP>() { return dq_tiled<T, In, DP>(a); })) {
-      const size_t shared = simple_shared<T>(attention_dq_simple_kernel<T, In>, args.d, 3, 1);
+    if (!with_width(std::max(args.d, args.dv), [&]<int DP>() { return dq_tiled<T, In, DP>(a); })) {
+      const size_t shared = simple_shared<T>(attention_dq_simple_kernel<T, In>, std::max(args.d, args.dv), 3, 1);
       PHASOR_LAUNCH(blocks_of(rows, "dq"), kSimpleThreads, shared, stream(), attention_dq_simple_kernel<T, In>)(a);
       check_launch("attention_backward (dq, any head width)");
     }
@@ -843,6 +843,7 @@ AttentionArgs attention_args(const Tensor& q, const Tensor& k, const Tensor& v, 
   a.nk = k.size(1);
   a.h = q.size(2);
   a.d = q.size(3);
+  a.dv = v.size(3);
   a.offset = p.offset;
   a.scale = p.scale;
   return a;

@@ -18,14 +18,15 @@ Tensor packed_heads(const Tensor& t, Device device) {
 }
 
 void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p) {
-  PHASOR_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q [B, Nq, H, d] and k, v [B, Nk, H, d], got ", q.shape(), ", ",
-               k.shape(), ", ", v.shape());
+  PHASOR_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q [B, Nq, H, d], k [B, Nk, H, d] and v [B, Nk, H, dv], got ",
+               q.shape(), ", ", k.shape(), ", ", v.shape());
   PHASOR_CHECK((is_floating(q.dtype()) || q.dtype() == DType::BFloat16) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
                ": q, k and v must share one real floating dtype or bfloat16, got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
   const int64_t b = q.size(0), h = q.size(2), d = q.size(3);
-  PHASOR_CHECK(k.shape() == v.shape() && k.size(0) == b && k.size(2) == h && k.size(3) == d, op, ": k ", k.shape(), " and v ", v.shape(),
-               " do not match q ", q.shape(), " in batch, heads and head width");
-  PHASOR_CHECK(k.size(1) >= 1 && d >= 1, op, ": needs at least one key and a head width of at least 1, got k ", k.shape());
+  PHASOR_CHECK(k.size(0) == b && k.size(2) == h && k.size(3) == d && v.size(0) == b && v.size(1) == k.size(1) && v.size(2) == h, op, ": k ",
+               k.shape(), " and v ", v.shape(), " do not match q ", q.shape(), " in batch, keys, heads and the query/key width");
+  PHASOR_CHECK(k.size(1) >= 1 && d >= 1 && v.size(3) >= 1, op, ": needs at least one key and head widths of at least 1, got k ", k.shape(),
+               " and v ", v.shape());
   PHASOR_CHECK(p.offset >= 0, op, ": the query offset must be non-negative, got ", p.offset);
   PHASOR_CHECK(!p.slopes.defined() || p.slopes.shape() == Dims({h}), op, ": slopes shape ", p.slopes.shape(), " is not [", h, "]");
 }
@@ -45,7 +46,7 @@ AttentionResult causal_attention(const Tensor& q_in, const Tensor& k_in, const T
   check_inputs("causal_attention", q_in, k_in, v_in, p);
   const Tensor q = packed_heads(q_in, device), k = packed_heads(k_in, device), v = packed_heads(v_in, device);
   const DType t = accumulation_dtype(q.dtype());
-  AttentionResult r{empty(q.shape(), t, device), empty({q.size(0), q.size(2), q.size(1)}, t, device)};
+  AttentionResult r{empty({q.size(0), q.size(1), q.size(2), v.size(3)}, t, device), empty({q.size(0), q.size(2), q.size(1)}, t, device)};
   backend(device).attention_forward({r, q, k, v, operand(p, t, device)});
   return r;
 }
@@ -54,10 +55,11 @@ AttentionGrads causal_attention_backward(const Tensor& grad_in, const Tensor& q_
                                          const AttentionResult& fwd, const AttentionParams& p) {
   const Device device = op_device("causal_attention_backward", grad_in, {q_in, k_in, v_in, fwd.out, fwd.logsumexp, p.slopes});
   check_inputs("causal_attention_backward", q_in, k_in, v_in, p);
-  PHASOR_CHECK(grad_in.shape() == q_in.shape() && fwd.out.shape() == q_in.shape() &&
+  const Dims out_shape{q_in.size(0), q_in.size(1), q_in.size(2), v_in.size(3)};
+  PHASOR_CHECK(grad_in.shape() == out_shape && fwd.out.shape() == out_shape &&
                    fwd.logsumexp.shape() == Dims({q_in.size(0), q_in.size(2), q_in.size(1)}),
                "causal_attention_backward: gradient ", grad_in.shape(), ", output ", fwd.out.shape(), " and logsumexp ",
-               fwd.logsumexp.shape(), " do not match q ", q_in.shape());
+               fwd.logsumexp.shape(), " do not match q ", q_in.shape(), " and v ", v_in.shape());
   const Tensor q = packed_heads(q_in, device), k = packed_heads(k_in, device), v = packed_heads(v_in, device);
   const DType t = accumulation_dtype(q.dtype());
   const AttentionResult saved{packed_heads(to(fwd.out, t), device), contiguous(to(on_device(fwd.logsumexp, device), t))};

@@ -20,7 +20,9 @@ namespace phasor::ops {
 // the second term only when slopes ([H], ALiBi) are given (AttentionParams,
 // AttentionResult and AttentionGrads: tensor/fused_ops.h).
 
-// q [B, Nq, H, d], k and v [B, Nk, H, d] (Nk >= 1), one real floating dtype,
+// q [B, Nq, H, d], k [B, Nk, H, d] and v [B, Nk, H, dv] (Nk >= 1; the value
+// width dv may differ from the query/key width d, as pope's 2d-wide rotated
+// queries and keys against d-wide values; the output is [B, Nq, H, dv]), one real floating dtype,
 // or bfloat16 (mixed precision: the scores, the softmax and the weighted sum
 // accumulate in float32, and the output, log-sum-exps and gradients are float32).
 // Any batch and row strides are accepted (a KV cache's narrowed view); heads

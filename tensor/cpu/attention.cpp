@@ -58,10 +58,11 @@ HeadRows<T> head_rows(const Tensor& t, int64_t b, int64_t h) {
   return {const_cast<Plain*>(t.data<Plain>()) + b * t.stride(0) + h * t.size(3), t.stride(1)};
 }
 
-// One call's shapes and constants.
+// One call's shapes and constants: d is the width of q and k, dv that of v
+// and the output (pope's rotated queries and keys are twice v's width).
 template <class T>
 struct Problem {
-  int64_t heads, nq, nk, d, offset;
+  int64_t heads, nq, nk, d, dv, offset;
   T scale;
   const T* slopes;  // null: no ALiBi bias
   bool pairs;       // bfloat16 inputs: the scores on AVX512-BF16 (scores_bf16)
@@ -93,9 +94,10 @@ template <class T>
 struct ForwardScratch {
   std::vector<T> kt, s, o, row_max, row_sum, wide_q, wide_kv;
   std::vector<uint16_t> key_pairs;
-  ForwardScratch(int64_t d, bool widened, bool pairs)
-      : kt(d * kKeyTile), s(kQueryTile * kKeyTile), o(kQueryTile * d), row_max(kQueryTile), row_sum(kQueryTile),
-        wide_q(widened ? kQueryTile * d : 0), wide_kv(widened ? kKeyTile * d : 0), key_pairs(pairs ? (d + 1) / 2 * 2 * kKeyTile : 0) {}
+  ForwardScratch(int64_t d, int64_t dv, bool widened, bool pairs)
+      : kt(d * kKeyTile), s(kQueryTile * kKeyTile), o(kQueryTile * dv), row_max(kQueryTile), row_sum(kQueryTile),
+        wide_q(widened ? kQueryTile * d : 0), wide_kv(widened ? kKeyTile * std::max(d, dv) : 0),
+        key_pairs(pairs ? (d + 1) / 2 * 2 * kKeyTile : 0) {}
 };
 // Backward: packed key and value tiles, the tile's P (then dS) and dP, the
 // key tile's dK and dV, and D_i for every query row of the head.
@@ -103,9 +105,10 @@ template <class T>
 struct BackwardScratch {
   std::vector<T> kt, vt, s, dp, dk, dv, delta, wide_q, wide_kv;
   std::vector<uint16_t> key_pairs;
-  BackwardScratch(int64_t d, int64_t nq, bool widened, bool pairs)
-      : kt(d * kKeyTile), vt(d * kKeyTile), s(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile), dk(kKeyTile * d), dv(kKeyTile * d),
-        delta(nq), wide_q(widened ? kQueryTile * d : 0), wide_kv(widened ? kKeyTile * d : 0), key_pairs(pairs ? (d + 1) / 2 * 2 * kKeyTile : 0) {}
+  BackwardScratch(int64_t d, int64_t dv_width, int64_t nq, bool widened, bool pairs)
+      : kt(d * kKeyTile), vt(dv_width * kKeyTile), s(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile), dk(kKeyTile * d),
+        dv(kKeyTile * dv_width), delta(nq), wide_q(widened ? kQueryTile * d : 0), wide_kv(widened ? kKeyTile * d : 0),
+        key_pairs(pairs ? (d + 1) / 2 * 2 * kKeyTile : 0) {}
 };
 
 // An input element as the accumulation type T (bfloat16 -> float32 is exact).
@@ -170,13 +173,13 @@ template <class T, class In>
 template <class T, class In>
 [[gnu::always_inline]] inline void forward_tile_impl(const Problem<T>& pb, const Tensor& q_t, const Tensor& k_t, const Tensor& v_t,
                                                      const ops::AttentionResult& res, int64_t b, int64_t h, int64_t i0, ForwardScratch<T>& w) {
-  const int64_t d = pb.d, rows = std::min(kQueryTile, pb.nq - i0);
+  const int64_t d = pb.d, dv = pb.dv, rows = std::min(kQueryTile, pb.nq - i0);
   const HeadRows<const In> k = head_rows<const In>(k_t, b, h), v = head_rows<const In>(v_t, b, h);
   const HeadRows<const In> q_in = head_rows<const In>(q_t, b, h);
   const HeadRows<const T> q = pb.pairs ? HeadRows<const T>{} : rows_as(q_in, i0, rows, d, w.wide_q.data());  // row 0 is query i0
   const T slope = pb.slopes ? pb.slopes[h] : T(0);
   T *o = w.o.data(), *s = w.s.data(), *row_max = w.row_max.data(), *row_sum = w.row_sum.data();
-  std::fill_n(o, rows * d, T(0));
+  std::fill_n(o, rows * dv, T(0));
   std::fill_n(row_max, rows, -std::numeric_limits<T>::infinity());
   std::fill_n(row_sum, rows, T(0));
   const int64_t key_end = std::min(pb.nk, pb.offset + i0 + rows);  // keys past it are masked for every row
@@ -202,19 +205,19 @@ template <class T, class In>
       row_max[r] = new_max;
       if (rescale != T(1)) {
 #pragma omp simd
-        for (int64_t e = 0; e < d; ++e) o[r * d + e] *= rescale;
+        for (int64_t e = 0; e < dv; ++e) o[r * dv + e] *= rescale;
       }
     }
-    const HeadRows<const T> vj = rows_as(v, j0, cols, d, w.wide_kv.data());  // row 0 is key j0
-    tile_product<T, false, true>(rows, d, cols, s, kKeyTile, vj.row(0), vj.stride, o, d);
+    const HeadRows<const T> vj = rows_as(v, j0, cols, dv, w.wide_kv.data());  // row 0 is key j0
+    tile_product<T, false, true>(rows, dv, cols, s, kKeyTile, vj.row(0), vj.stride, o, dv);
   }
   T* out = res.out.data<T>();
   T* lse = res.logsumexp.data<T>() + (b * pb.heads + h) * pb.nq + i0;
   for (int64_t r = 0; r < rows; ++r) {
-    T* dst = out + ((b * pb.nq + i0 + r) * pb.heads + h) * d;
+    T* dst = out + ((b * pb.nq + i0 + r) * pb.heads + h) * dv;
     const T inv = T(1) / row_sum[r];
 #pragma omp simd
-    for (int64_t e = 0; e < d; ++e) dst[e] = o[r * d + e] * inv;
+    for (int64_t e = 0; e < dv; ++e) dst[e] = o[r * dv + e] * inv;
     lse[r] = row_max[r] + std::log(row_sum[r]);
   }
 }
@@ -248,7 +251,7 @@ struct BackwardTensors {
 
 template <class T, class In>
 [[gnu::always_inline]] inline void backward_head_impl(const Problem<T>& pb, const BackwardTensors& t, int64_t b, int64_t h, BackwardScratch<T>& w) {
-  const int64_t d = pb.d, H = pb.heads;
+  const int64_t d = pb.d, dv_width = pb.dv, H = pb.heads;
   const HeadRows<const In> q_in = head_rows<const In>(t.q, b, h), k_in = head_rows<const In>(t.k, b, h), v_in = head_rows<const In>(t.v, b, h);
   const HeadRows<const T> dout = head_rows<const T>(t.grad, b, h), out = head_rows<const T>(t.out, b, h);
   const HeadRows<T> dq = head_rows<T>(t.grads.dq, b, h), dk = head_rows<T>(t.grads.dk, b, h), dv = head_rows<T>(t.grads.dv, b, h);
@@ -261,16 +264,16 @@ template <class T, class In>
     const T *g = dout.row(i), *o = out.row(i);
     T dot = 0;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t e = 0; e < d; ++e) dot += g[e] * o[e];
+    for (int64_t e = 0; e < dv_width; ++e) dot += g[e] * o[e];
     delta[i] = dot;
     std::fill_n(dq.row(i), d, T(0));
   }
   for (int64_t j0 = 0; j0 < pb.nk; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, pb.nk - j0);
     std::fill_n(dk_acc, cols * d, T(0));
-    std::fill_n(dv_acc, cols * d, T(0));
+    std::fill_n(dv_acc, cols * dv_width, T(0));
     pack_keys(pb, k_in, j0, cols, w.kt.data(), w.key_pairs.data());
-    pack_transposed(v_in, j0, cols, d, w.vt.data());
+    pack_transposed(v_in, j0, cols, dv_width, w.vt.data());
     const HeadRows<const T> k = rows_as(k_in, j0, cols, d, w.wide_kv.data());  // row 0 is key j0
     // The queries that see this tile (none: its keys come after every query, and get no gradient).
     for (int64_t i0 = std::max<int64_t>(0, j0 - pb.offset); i0 < pb.nq; i0 += kQueryTile) {
@@ -285,8 +288,8 @@ template <class T, class In>
 #pragma omp simd
         for (int64_t c = 0; c < cols; ++c) sr[c] = fastmath::exp(sr[c] - l);
       }
-      tile_product<T, true, true>(cols, d, rows, s, kKeyTile, dout.row(i0), dout.stride, dv_acc, d);  // dV += P^T dO
-      tile_product<T, false, false>(rows, kKeyTile, d, dout.row(i0), dout.stride, w.vt.data(), kKeyTile, dp, kKeyTile);  // dP = dO V^T
+      tile_product<T, true, true>(cols, dv_width, rows, s, kKeyTile, dout.row(i0), dout.stride, dv_acc, dv_width);  // dV += P^T dO
+      tile_product<T, false, false>(rows, kKeyTile, dv_width, dout.row(i0), dout.stride, w.vt.data(), kKeyTile, dp, kKeyTile);  // dP = dO V^T
       for (int64_t r = 0; r < rows; ++r) {  // dS = scale P (dP - D), in place of P
         T *sr = s + r * kKeyTile, *dpr = dp + r * kKeyTile;
         const T di = delta[i0 + r];
@@ -298,7 +301,7 @@ template <class T, class In>
     }
     for (int64_t c = 0; c < cols; ++c) {
       std::copy_n(dk_acc + c * d, d, dk.row(j0 + c));
-      std::copy_n(dv_acc + c * d, d, dv.row(j0 + c));
+      std::copy_n(dv_acc + c * dv_width, dv_width, dv.row(j0 + c));
     }
   }
 }
@@ -328,10 +331,11 @@ void dispatch_inputs(DType t, const char* op, F&& f) {
 }
 
 template <class T>
-Problem<T> problem(const Tensor& q, const Tensor& k, const ops::AttentionParams& p) {
+Problem<T> problem(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionParams& p) {
   return {q.size(2),         q.size(1),
           k.size(1),         q.size(3),
-          p.offset,          static_cast<T>(p.scale),
+          v.size(3),         p.offset,
+          static_cast<T>(p.scale),
           p.slopes.defined() ? p.slopes.data<T>() : nullptr,
           q.dtype() == DType::BFloat16 && use_scores_bf16()};
 }
@@ -344,11 +348,11 @@ void CpuBackend::attention_forward(const ops::AttentionForwardArgs& args) {
   const ops::AttentionParams& p = args.p;
   const int64_t batch = q.size(0), heads = q.size(2), tiles = (q.size(1) + kQueryTile - 1) / kQueryTile;
   dispatch_inputs(q.dtype(), "causal_attention", [&]<class T, class In>() {
-    const Problem<T> pb = problem<T>(q, k, p);
+    const Problem<T> pb = problem<T>(q, k, v, p);
     const int64_t tasks = batch * heads * tiles;
 #pragma omp parallel if (tasks > 1)
     {
-      ForwardScratch<T> w(pb.d, !std::is_same_v<T, In>, pb.pairs);
+      ForwardScratch<T> w(pb.d, pb.dv, !std::is_same_v<T, In>, pb.pairs);
       // Later query tiles see more keys: hand tasks out one at a time.
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < tasks; ++task)
@@ -365,10 +369,10 @@ void CpuBackend::attention_backward(const ops::AttentionBackwardArgs& args) {
   const int64_t batch = q.size(0), heads = q.size(2);
   const BackwardTensors t{grad, q, k, v, fwd.out, fwd.logsumexp, out};
   dispatch_inputs(q.dtype(), "causal_attention_backward", [&]<class T, class In>() {
-    const Problem<T> pb = problem<T>(q, k, p);
+    const Problem<T> pb = problem<T>(q, k, v, p);
 #pragma omp parallel if (batch * heads > 1)
     {
-      BackwardScratch<T> w(pb.d, pb.nq, !std::is_same_v<T, In>, pb.pairs);
+      BackwardScratch<T> w(pb.d, pb.dv, pb.nq, !std::is_same_v<T, In>, pb.pairs);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t bh = 0; bh < batch * heads; ++bh) backward_head<T, In>(pb, t, bh / heads, bh % heads, w);
     }
