@@ -80,7 +80,7 @@ Tensor rotate_reference(const Tensor& z, const Tensor& table) {
 }
 
 Tensor cmha_rotate_reference(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
-                             double rope_base, Tensor* r_out, Tensor* phi_out) {
+                             double rope_base, Tensor* r_out, Tensor* phi_out, const Tensor& frequencies) {
   const int64_t n = z.size(1), h = z.size(2), p = z.size(3);
   const Tensor r = sqrt(square(abs(z)) + ops::kEulerEps);  // Euler transform: modulus...
   const Tensor phi = euler_phase(z, ops::kEulerEps);        // ...and phase, with the spec's regularised derivative
@@ -88,10 +88,12 @@ Tensor cmha_rotate_reference(const Tensor& z, const Tensor& delta, const Tensor&
   if (phi_out) *phi_out = phi;
   // Relative-position angle m w_j, formed in float64 and rounded once to the
   // working precision, scaled per head by beta.
+  std::vector<double> w(static_cast<size_t>(p));
+  for (int64_t j = 0; j < p; ++j) w[static_cast<size_t>(j)] = scalar::rope_frequency(rope_base, j, p);
+  if (frequencies.defined()) w = frequencies.to_vector<double>();
   std::vector<double> mw(static_cast<size_t>(n * p));
   for (int64_t m = 0; m < n; ++m)
-    for (int64_t j = 0; j < p; ++j)
-      mw[m * p + j] = static_cast<double>(offset + m) * scalar::rope_frequency(rope_base, j, p);
+    for (int64_t j = 0; j < p; ++j) mw[m * p + j] = static_cast<double>(offset + m) * w[static_cast<size_t>(j)];
   const Tensor angles = ops::to_device(ops::to(from_vector(mw, {n, 1, p}), real_dtype(z.dtype())), z.device());
   const Tensor position = reshape(beta, {h, 1}) * angles;  // [N, H, P]
   Tensor theta = delta * phi + position;
@@ -144,16 +146,17 @@ Tensor rotate(const Tensor& z, const Tensor& table) {
 }
 
 Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
-                   double rope_base) {
-  const ops::CmhaParams params{delta, phase_bias, beta, offset, rope_base};
+                   double rope_base, const Tensor& frequencies) {
+  const ops::CmhaParams params{delta, phase_bias, beta, offset, rope_base, frequencies};
   return record("cmha_rotate", ops::cmha_rotate(z, params), {z, delta, phase_bias, beta},
                 [sz = SavedTensor(z), sd = SavedTensor(delta), sp = SavedTensor(phase_bias), sb = SavedTensor(beta), offset,
-                 rope_base](const Tensor& g) -> Grads {
+                 rope_base, frequencies](const Tensor& g) -> Grads {
                   if (create_graph())
                     return reference_backward([&](const std::vector<Tensor>& in) {
-                      return cmha_rotate_reference(in[0], in[1], in[2], in[3], offset, rope_base);
+                      return cmha_rotate_reference(in[0], in[1], in[2], in[3], offset, rope_base, nullptr, nullptr, frequencies);
                     }, {sz.get(), sd.get(), sp.get(), sb.get()}, g);
-                  ops::CmhaGrads d = ops::cmha_rotate_backward(g, sz.get(), {sd.get(), sp.get(), sb.get(), offset, rope_base});
+                  ops::CmhaGrads d =
+                      ops::cmha_rotate_backward(g, sz.get(), {sd.get(), sp.get(), sb.get(), offset, rope_base, frequencies});
                   return {d.dz, d.ddelta, d.dphase_bias, d.dbeta};
                 });
 }

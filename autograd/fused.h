@@ -19,8 +19,9 @@ PHASOR_DIFFERENTIABLE_FUSED_OPS(PHASOR_DECLARE_DIFFERENTIABLE)
 #undef PHASOR_DECLARE_DIFFERENTIABLE
 
 // ComplexFormer's Euler transform + adaptive differential rotation, one pass each way.
+// `frequencies` (float64 [P], constant): the w_j to use instead of rope_base's (ops::CmhaParams).
 Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
-                   double rope_base);
+                   double rope_base, const Tensor& frequencies = Tensor());
 // Fused causal attention over q [B, Nq, H, d] and k, v [B, Nk, H, d] (see
 // ops::causal_attention): softmax(scale q k^T - ALiBi bias, causal) v, with O(N d)
 // memory. Query i sits at position offset + i; slopes [H] may be undefined.
@@ -44,6 +45,6 @@ Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, con
 // cmha_rotate's composed reference, which can hand out the Euler transform's
 // modulus r and phase phi.
 Tensor cmha_rotate_reference(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
-                             double rope_base, Tensor* r_out = nullptr, Tensor* phi_out = nullptr);
+                             double rope_base, Tensor* r_out = nullptr, Tensor* phi_out = nullptr, const Tensor& frequencies = Tensor());
 
 }  // namespace phasor

@@ -96,6 +96,7 @@ struct CmhaArgs {
   const void* beta = nullptr;   // [H] real
   int64_t b = 0, n = 0, h = 0, p = 0, offset = 0;
   double rope_base = 10000.0;
+  const double* frequencies = nullptr;  // [P] on the device, or null: rope_base^(-2j/d)
 };
 // An operand [B, N, H, d] with packed heads (element stride 1, head stride d)
 // and any batch and row strides, in elements.
@@ -104,9 +105,9 @@ struct AttentionOperand {
   int64_t batch_stride = 0, row_stride = 0;
 };
 struct AttentionArgs {
-  AttentionOperand q, k, v;      // q [B, Nq, H, d]; k, v [B, Nk, H, d]
+  AttentionOperand q, k, v;      // q [B, Nq, H, d]; k [B, Nk, H, d]; v [B, Nk, H, dv]
   const void* slopes = nullptr;  // [H] (ALiBi) or null
-  int64_t b = 0, nq = 0, nk = 0, h = 0, d = 0, offset = 0;
+  int64_t b = 0, nq = 0, nk = 0, h = 0, d = 0, dv = 0, offset = 0;
   double scale = 1.0;
 };
 // ---- the fused ops of tensor/fused_ops.h's list, one function each, called by

@@ -74,6 +74,7 @@ struct CmhaParamsDev {
   const R* beta;
   int64_t n, h, p, offset;
   double rope_base;
+  const double* frequencies;  // may be null: rope_base^(-2j/d)
 };
 
 // The CMHA kernels' grid: a block is a warp of slot groups along x (512
@@ -116,7 +117,7 @@ __device__ const SlotPhase<R>* block_phases(const CmhaParamsDev<R>& a, const Vec
   for (int k = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x); k < count; k += static_cast<int>(blockDim.x * blockDim.y)) {
     const int slot = first + k, hi = slot / static_cast<int>(a.p), j = slot - hi * static_cast<int>(a.p);
     phases[k] = SlotPhase<R>{load_global(a.delta + slot), a.bias ? load_global(a.bias + slot) : R(0), load_global(a.beta + hi),
-                             scalar::rope_frequency(a.rope_base, j, a.p)};
+                             a.frequencies ? load_global(a.frequencies + j) : scalar::rope_frequency(a.rope_base, j, a.p)};
   }
   __syncthreads();
   return phases;
@@ -263,7 +264,8 @@ __global__ void cmha_finish_beta_kernel(const double* partial, int64_t chunks, i
 
 template <class R>
 CmhaParamsDev<R> device_params(const CmhaArgs& a) {
-  return {static_cast<const R*>(a.delta), static_cast<const R*>(a.bias), static_cast<const R*>(a.beta), a.n, a.h, a.p, a.offset, a.rope_base};
+  return {static_cast<const R*>(a.delta), static_cast<const R*>(a.bias), static_cast<const R*>(a.beta), a.n, a.h, a.p, a.offset, a.rope_base,
+          static_cast<const double*>(a.frequencies)};
 }
 
 CmhaArgs cmha_args(const Tensor& z, const ops::CmhaParams& p) {
@@ -277,6 +279,7 @@ CmhaArgs cmha_args(const Tensor& z, const ops::CmhaParams& p) {
   args.p = z.size(3);
   args.offset = p.offset;
   args.rope_base = p.rope_base;
+  args.frequencies = p.frequencies.defined() ? static_cast<const double*>(p.frequencies.raw_data()) : nullptr;
   return args;
 }
 

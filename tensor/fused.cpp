@@ -113,7 +113,15 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits_in, const
 
 Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, int xpos_sign, DType dtype,
                     int64_t xpos_origin) {
+  std::vector<double> w(static_cast<size_t>(pairs));
+  for (int64_t j = 0; j < pairs; ++j) w[static_cast<size_t>(j)] = scalar::rope_frequency(base, j, pairs);
+  return rotary_table(n, w, offset, xpos_scale_base, xpos_sign, dtype, xpos_origin);
+}
+
+Tensor rotary_table(int64_t n, const std::vector<double>& frequencies, int64_t offset, double xpos_scale_base, int xpos_sign, DType dtype,
+                    int64_t xpos_origin) {
   PHASOR_CHECK(is_complex(dtype), "rotary_table: dtype must be complex, got ", dtype);
+  const int64_t pairs = static_cast<int64_t>(frequencies.size());
   Tensor table = empty({n, pairs}, dtype);
   const double d = 2.0 * static_cast<double>(pairs);
   dispatch_inexact(dtype, "rotary_table", [&]<class C>() {
@@ -123,7 +131,7 @@ Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, doubl
       for (int64_t m = 0; m < n; ++m) {
         const double pos = static_cast<double>(offset + m);
         for (int64_t j = 0; j < pairs; ++j) {
-          const double w = scalar::rope_frequency(base, j, pairs);
+          const double w = frequencies[static_cast<size_t>(j)];
           double scale = 1.0;
           if (xpos_scale_base > 0) {
             const double zeta = (2.0 * static_cast<double>(j) + 0.4 * d) / (1.4 * d);
@@ -158,6 +166,8 @@ void check_cmha(const Tensor& z, const CmhaParams& p) {
   PHASOR_CHECK(!p.phase_bias.defined() || p.phase_bias.shape() == Dims({h, pairs}), "cmha_rotate: phase_bias shape ",
                p.phase_bias.shape(), " is not [", h, ", ", pairs, "]");
   PHASOR_CHECK(p.beta.shape() == Dims({h}), "cmha_rotate: beta shape ", p.beta.shape(), " is not [", h, "]");
+  PHASOR_CHECK(!p.frequencies.defined() || (p.frequencies.shape() == Dims({pairs}) && p.frequencies.dtype() == DType::Float64),
+               "cmha_rotate: frequencies must be float64 [P] = [", pairs, "], got ", p.frequencies.dtype(), " ", p.frequencies.shape());
 }
 
 // The parameters as contiguous arrays in the real dtype of z, on its device.
@@ -167,12 +177,13 @@ CmhaParams operand_params(const Tensor& z, const CmhaParams& p, Device device) {
   q.delta = operand(p.delta, rt, device);
   q.phase_bias = operand(p.phase_bias, rt, device);
   q.beta = operand(p.beta, rt, device);
+  q.frequencies = operand(p.frequencies, device);
   return q;
 }
 }  // namespace
 
 Tensor cmha_rotate(const Tensor& z_in, const CmhaParams& p) {
-  const Device device = op_device("cmha_rotate", z_in, {p.delta, p.phase_bias, p.beta});
+  const Device device = op_device("cmha_rotate", z_in, {p.delta, p.phase_bias, p.beta, p.frequencies});
   check_cmha(z_in, p);
   const Tensor z = operand(z_in, device);
   Tensor out = empty(z.shape(), z.dtype(), device);
@@ -181,7 +192,7 @@ Tensor cmha_rotate(const Tensor& z_in, const CmhaParams& p) {
 }
 
 CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z_in, const CmhaParams& p) {
-  const Device device = op_device("cmha_rotate_backward", grad, {z_in, p.delta, p.phase_bias, p.beta});
+  const Device device = op_device("cmha_rotate_backward", grad, {z_in, p.delta, p.phase_bias, p.beta, p.frequencies});
   check_cmha(z_in, p);
   PHASOR_CHECK(grad.shape() == z_in.shape(), "cmha_rotate_backward: gradient shape ", grad.shape(), " differs from ", z_in.shape());
   const Tensor z = operand(z_in, device);

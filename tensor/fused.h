@@ -5,6 +5,8 @@
 // cuda/fused.cu), declared from the list PHASOR_FUSED_FRONT_ENDS of
 // tensor/fused_ops.h, which states each op's maths beside its argument and
 // result structs; the differentiable ones are in autograd/fused.h.
+#include <vector>
+
 #include "tensor/fused_ops.h"
 
 namespace phasor::ops {
@@ -21,6 +23,10 @@ PHASOR_FUSED_FRONT_ENDS(PHASOR_DECLARE_FRONT_END)
 // the scales in range (models/config.h, xpos_origin). Phases are computed in
 // float64 and stored in `dtype` (complex64 or complex128).
 Tensor rotary_table(int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, int xpos_sign, DType dtype,
+                    int64_t xpos_origin = 0);
+// The same table with the frequencies w_j given (P = frequencies.size()):
+// context extension and the angle warm-up (models/rotary_scaling.h).
+Tensor rotary_table(int64_t n, const std::vector<double>& frequencies, int64_t offset, double xpos_scale_base, int xpos_sign, DType dtype,
                     int64_t xpos_origin = 0);
 
 }  // namespace phasor::ops

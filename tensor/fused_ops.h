@@ -42,11 +42,15 @@ struct CrossEntropyResult {
 // z [B, N, H, P] complex; delta, phase_bias [H, P]; beta [H] (real). For head h,
 // position m = offset + n and pair j:
 //   out = r exp(i (delta phi + phase_bias + beta m w_j)),  r = sqrt(|z|^2 + eps), phi = atan2(Im z, Re z).
-// phase_bias may be undefined (keys take none).
+// phase_bias may be undefined (keys take none). The frequencies are
+// w_j = rope_base^(-2j/d) (d = 2P), or those of `frequencies` (float64 [P],
+// no gradient) when given: context extension and the angle warm-up
+// (models/rotary_scaling.h).
 struct CmhaParams {
   Tensor delta, phase_bias, beta;
   int64_t offset = 0;
   double rope_base = 10000.0;
+  Tensor frequencies{};
 };
 constexpr double kEulerEps = 1e-9;
 struct CmhaGrads {

@@ -86,7 +86,10 @@ bool needs_wide_sincos(const ops::CmhaParams& p, int64_t n) {
     return m;
   };
   const double farthest = std::max(std::abs(static_cast<double>(p.offset)), std::abs(static_cast<double>(p.offset + n - 1)));
-  const double bound = largest(p.delta) * M_PI + largest(p.phase_bias) + largest(p.beta) * farthest;  // w_0 = 1
+  double fastest = 1.0;  // w_0 = 1 unless the frequencies are given
+  if (p.frequencies.defined())
+    for (double w : p.frequencies.to_vector<double>()) fastest = std::max(fastest, std::abs(w));
+  const double bound = largest(p.delta) * M_PI + largest(p.phase_bias) + largest(p.beta) * farthest * fastest;
   return bound > static_cast<double>(fastmath::kSincosExactRange);
 }
 
@@ -123,7 +126,8 @@ class CmhaSetup {
  public:
   CmhaSetup(const Tensor& z, const ops::CmhaParams& p)
       : n_(z.size(1)), h_(z.size(2)), pairs_(z.size(3)), wide_(needs_wide_sincos<R>(p, n_)) {
-    const std::vector<double> w = frequencies(pairs_, p.rope_base);
+    const std::vector<double> w =
+        p.frequencies.defined() ? p.frequencies.to_vector<double>() : frequencies(pairs_, p.rope_base);
     position_.resize(static_cast<size_t>(n_ * pairs_));
     for (int64_t m = 0; m < n_; ++m)
       for (int64_t j = 0; j < pairs_; ++j)
