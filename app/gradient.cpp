@@ -45,8 +45,9 @@ std::vector<double> per_head_norm(const Tensor& t) {  // [B, N, H, P] -> H norms
 
 }  // namespace
 
-EulerGradients euler_gradients(const AttentionProbe& probe, const Tensor& delta) {
-  PHASOR_CHECK(delta.defined(), "euler_gradients: the layer has no delta (not a complexformer)");
+EulerGradients euler_gradients(const AttentionProbe& probe, const Attention& layer) {
+  const Tensor delta = layer.positions().phase_weight(layer.position_parameters());
+  PHASOR_CHECK(delta.defined(), "euler_gradients: a '", layer.positions().name(), "' layer has no Euler transform");
   auto [q_r, q_phi] = euler_side(probe.q, probe.q_rotated, delta);
   auto [k_r, k_phi] = euler_side(probe.k, probe.k_rotated, delta);
   return {q_r, q_phi, k_r, k_phi};
@@ -71,8 +72,8 @@ StudyWindow study_window(const ModelConfig& c, const std::vector<int64_t>& token
 WindowGradients window_gradients(const CausalLM& model, const std::vector<int64_t>& tokens, int64_t seq_len, int64_t window,
                                  bool activations, const StudyNames& names) {
   const ModelConfig& c = model.config();
-  PHASOR_CHECK(!activations || c.position == Position::ComplexFormer, names.command, ": ", names.activations,
-               " needs a complexformer model (the gradients reaching its Euler transform); this one is '", c.position, "'");
+  PHASOR_CHECK(!activations || model.positions().has_euler_transform(), names.command, ": ", names.activations,
+                " needs a complexformer model (the gradients reaching its Euler transform); this one is '", c.position, "'");
   const StudyWindow w = study_window(c, tokens, seq_len, window, names);
   const Batch& b = w.batch;
 
@@ -91,7 +92,7 @@ WindowGradients window_gradients(const CausalLM& model, const std::vector<int64_
   for (const auto& [name, p] : model.named_parameters()) out.parameters.emplace_back(name, to_cpu(grad_or_zeros(p)));
   if (probes) {
     for (size_t l = 0; l < model.layers.size(); ++l) {
-      const EulerGradients g = euler_gradients(probes->layer(l), model.layers[l]->attn->delta);
+      const EulerGradients g = euler_gradients(probes->layer(l), *model.layers[l]->attn);
       const std::string prefix = "layers." + std::to_string(l) + ".attn.";
       // The window is batch row 0: [1, L, H, P] -> [L, H, P].
       const std::pair<const char*, Tensor> parts[] = {{"q_grad_r", g.q_r}, {"q_grad_phi", g.q_phi}, {"k_grad_r", g.k_r}, {"k_grad_phi", g.k_phi}};

@@ -20,10 +20,11 @@ struct EulerGradients {
   Tensor q_r, q_phi, k_r, k_phi;
 };
 
-// From a probe (models/probe.h) filled by one forward and backward of a
-// complexformer with grad mode on, under either RotationImpl. phasor::Error if
-// the probe holds no rotated queries and keys.
-EulerGradients euler_gradients(const AttentionProbe& probe, const Tensor& delta);
+// From a probe (models/probe.h) filled by one forward and backward of `layer`
+// with grad mode on, under either RotationImpl; its scheme's phase_weight
+// (complexformer's delta) carries dL/dtheta to dL/dphi. phasor::Error if the
+// scheme has no Euler transform or the probe holds no rotated queries and keys.
+EulerGradients euler_gradients(const AttentionProbe& probe, const Attention& layer);
 
 // Per-head 2-norms over batch, positions and pairs: H values each.
 struct EulerGradientNorms {

@@ -33,17 +33,23 @@ using nlohmann::json;
 
 // ------------------------------------------------------------------ presets
 
-// The variants the issue compares, all of one size (only complexformer adds
-// parameters: delta, phase_bias and beta, under 1% of the model): every
-// variant of the table (models/config.h) that leaves the token embeddings
-// alone, so the grid compares what attention does with positions (a `learned`
-// table could not be evaluated past its training length either). The sweep's
-// own choice: complexformer twice, with each initialisation of CMHA.
-static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff) {
+// The variants the first study compared, all of one size (only complexformer
+// adds parameters: delta, phase_bias and beta, under 1% of the model): the
+// variants of its day that leave the token embeddings alone, so the grid
+// compares what attention does with positions (a `learned` table could not be
+// evaluated past its training length either). Later rivals have a preset of
+// their own (`rivals`), so that the committed results keep their plan. The
+// sweep's own choice: a variant that reads cmha_init (complexformer) twice,
+// with each initialisation of CMHA.
+const std::vector<std::string_view> kMainGridVariants = {"complexformer", "rope", "xpos", "alibi", "none"};
+// ComplexFormer's newer rivals beside it and RoPE (the `rivals` preset).
+const std::vector<std::string_view> kRivalVariants = {"complexformer", "rope", "pope", "carope"};
+
+static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff, const std::vector<std::string_view>& names = kMainGridVariants) {
   std::vector<SweepVariant> grid;
-  for (const PositionVariant& v : kPositionVariants) {
-    if (v.embedding != PositionEmbedding::None) continue;
-    if (v.position != Position::ComplexFormer) {
+  for (std::string_view name : names) {
+    const PositionVariant& v = position_variant(parse_position(name));
+    if (!v.reads_cmha_init) {
       grid.push_back({std::string(v.name), v.position, CmhaInit::Rope, d_model, d_ff});
       continue;
     }
@@ -122,6 +128,16 @@ SweepPlan sweep_preset(const std::string& name) {
     p.throughput_rounds = 5;
     p.jobs = 2;
     p.threads_per_job = 1;
+  } else if (name == "rivals") {
+    // quick's models, budget and tasks; every task evaluated at 1x, 4x and 16x
+    // the training length, the rotary variants also with PI and YaRN.
+    p = sweep_preset("quick");
+    p.name = name;
+    p.variants = main_grid(64, 176, kRivalVariants);
+    p.efficiency.clear();
+    p.eval_lengths = {128, 512, 2048};
+    p.long_context_every_task = true;
+    p.eval_scalings = {"pi", "yarn"};
   } else if (name == "full") {
     // The README's model width on ten times the tokens: for a GPU machine or a
     // long CPU run (phasor sweep --preset full --jobs N).
@@ -164,7 +180,7 @@ SweepPlan sweep_preset(const std::string& name) {
   } else if (name == "scale") {
     scale_preset(p);
   } else {
-    fail("sweep: unknown preset '", name, "' (quick, long, full or scale)");
+    fail("sweep: unknown preset '", name, "' (quick, long, full, scale or rivals)");
   }
   return p;
 }
@@ -222,6 +238,7 @@ json to_json(const SweepPlan& p) {
   }
   if (p.long_context_every_task) j["long_context_every_task"] = true;
   if (p.precision != "float32") j["precision"] = p.precision;
+  if (!p.eval_scalings.empty()) j["eval_scalings"] = p.eval_scalings;
   return j;
 }
 
@@ -259,6 +276,8 @@ SweepPlan sweep_plan_from_json(const json& j) {
     }
     if (j.contains("long_context_every_task")) j.at("long_context_every_task").get_to(p.long_context_every_task);
     if (j.contains("precision")) j.at("precision").get_to(p.precision);
+    if (j.contains("eval_scalings")) j.at("eval_scalings").get_to(p.eval_scalings);
+    for (const std::string& method : p.eval_scalings) parse_rope_scaling(method);  // refuses an unknown one
     PHASOR_CHECK(!p.eval_lengths.empty() && !p.tasks.empty() && !p.variants.empty() && p.seeds > 0,
                  "sweep: the plan needs tasks, variants, seeds and evaluation lengths");
     PHASOR_CHECK(p.sizes.empty() || p.efficiency.empty(), "sweep: a plan of several sizes has no efficiency variants");
@@ -451,6 +470,23 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
     const EvalResult r = evaluate(*model, validation, length, windows, std::max<int64_t>(1, 2048 / length));
     eval[std::to_string(length)] = {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}};
   }
+  // The trained model stretched to each longer length: "512+yarn" (S = 512 / seq_len).
+  const PositionVariant& variant = position_variant(cell.variant.position);
+  const PositionScaling trained = model->position_scaling();
+  for (const std::string& method : plan.eval_scalings) {
+    PositionScaling s;
+    s.method = parse_rope_scaling(method);
+    s.original_length = plan.seq_len();
+    if (variant.scaling == ScalingSupport::None || (variant.scaling == ScalingSupport::PIOnly && s.method != RopeScaling::PI)) continue;
+    for (int64_t length : lengths) {
+      if (length <= plan.seq_len()) continue;
+      s.factor = static_cast<double>(length) / static_cast<double>(plan.seq_len());
+      model->set_position_scaling(s);
+      const EvalResult r = evaluate(*model, validation, length, std::max<int64_t>(1, plan.eval_tokens / length), std::max<int64_t>(1, 2048 / length));
+      eval[std::to_string(length) + "+" + method] = {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}, {"factor", s.factor}};
+    }
+  }
+  model->set_position_scaling(trained);
   const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
   const std::string checkpoint = latest_checkpoint(run_dir);
   json result = {{"cell", cell.name},

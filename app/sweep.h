@@ -58,6 +58,10 @@ struct SweepPlan {
   double tokens_per_parameter = 0;
   int64_t max_tokens = 0;
   bool long_context_every_task = false;  // every task's cells evaluated at every eval_lengths entry
+  // Context extensions (pi, ntk, yarn: models/rotary_scaling.h) evaluated
+  // beside every variant that takes them at each length past the training
+  // one, with S = length / seq_len: "rope+yarn" in the report.
+  std::vector<std::string> eval_scalings;
   std::string precision = "float32";     // of training (float32, bf16); evaluation is float32
   double lr = 3e-3, min_lr = 3e-4;
   int64_t eval_tokens = 0;     // predictions scored per evaluation length (windows = eval_tokens / L)
@@ -86,8 +90,10 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
 
 // "quick" (a 2-core CPU in under 40 minutes), "long" (long context: trained at
 // 512, evaluated up to 65,536 positions, a 2-core CPU in about an hour), "full"
-// (sized for a GPU) or "scale" (three model sizes, 117k to 3.3M parameters, in
-// bf16: a 2-core CPU in at most 6 hours, run in pieces).
+// (sized for a GPU), "scale" (three model sizes, 117k to 3.3M parameters, in
+// bf16: a 2-core CPU in at most 6 hours, run in pieces) or "rivals"
+// (ComplexFormer beside its newer rivals at quick's size, every task at 1x, 4x
+// and 16x the training length, with and without PI and YaRN).
 
 SweepPlan sweep_preset(const std::string& name);
 // The parameters of RoPE's model at a size: what the token rule counts (the

@@ -40,7 +40,7 @@ struct Results {
   SweepPlan plan;
   // [task][variant] -> values over seeds
   std::map<std::string, std::map<std::string, SeedStats>> loss, exact, params;
-  std::map<std::string, std::map<int64_t, SeedStats>> long_context;  // [variant][length]
+  std::map<std::string, std::map<std::string, std::map<int64_t, SeedStats>>> long_context;  // [task][variant][length]
   std::map<std::string, std::string> kjv_seed1_runs;  // variant -> run folder
   size_t cells = 0, missing = 0;
   double train_seconds = 0;
@@ -63,8 +63,19 @@ Results read_results(const std::string& out_dir) {
     r.loss[cell.task][v].values.push_back(eval.at(std::to_string(r.plan.seq_len())).at("loss"));
     r.params[cell.task][v].values.push_back(j.at("parameters").get<double>());
     if (j.contains("exact_match")) r.exact[cell.task][v].values.push_back(j["exact_match"]);
-    if (cell.long_context)
-      for (int64_t length : r.plan.eval_lengths) r.long_context[v][length].values.push_back(eval.at(std::to_string(length)).at("loss"));
+    if (cell.long_context) {
+      auto& table = r.long_context[cell.task];
+      for (int64_t length : r.plan.eval_lengths) table[v][length].values.push_back(eval.at(std::to_string(length)).at("loss"));
+      // A context extension's row ("rope+yarn"): the model itself at the training length (S = 1), stretched past it.
+      for (const std::string& method : r.plan.eval_scalings) {
+        const std::string key = std::to_string(r.plan.eval_lengths.back()) + "+" + method;
+        if (!eval.contains(key)) continue;  // a variant that cannot take this method
+        for (int64_t length : r.plan.eval_lengths) {
+          const std::string at = length == r.plan.seq_len() ? std::to_string(length) : std::to_string(length) + "+" + method;
+          table[v + "+" + method][length].values.push_back(eval.at(at).at("loss"));
+        }
+      }
+    }
     if (cell.task == r.plan.long_context_task && cell.seed == 1) r.kjv_seed1_runs[v] = out_dir + "/cells/" + cell.name;
     r.train_seconds += j.at("train_seconds").get<double>();
     r.cell_rates[v].values.push_back(j.at("tokens_trained").get<double>() / j.at("train_seconds").get<double>());
@@ -132,34 +143,50 @@ void write_main_table(std::ostream& md, const Results& r) {
   md << "\n";
 }
 
+// One table per task evaluated past the training length: each variant (and
+// each of its context extensions) per length, then its difference from rope.
+// The plot is of the long-context task (or the first such task).
 void write_long_context(std::ostream& md, const Results& r, const std::string& out_dir) {
   const SweepPlan& p = r.plan;
-  md << "## Long context: `" << p.long_context_task << "` loss against evaluation length (trained at " << p.seq_len()
-     << ")\n\n| variant |";
-  for (int64_t l : p.eval_lengths) md << " " << l << " |";
-  md << "\n|---|";
-  for (size_t i = 0; i < p.eval_lengths.size(); ++i) md << "---|";
-  md << "\n";
-  std::vector<LineSeries> series;
+  std::vector<std::string> rows;  // each variant, then its context extensions ("rope+yarn")
   for (const auto& v : p.variants) {
-    if (!r.long_context.count(v.name)) continue;
-    md << "| " << v.name << " |";
-    LineSeries s{v.name, {}, {}};
-    for (int64_t l : p.eval_lengths) {
-      const SeedStats& st = r.long_context.at(v.name).at(l);
-      md << " " << mean_sd(st, "%.3f") << " |";
-      s.points.push_back({static_cast<double>(l), st.mean()});
+    rows.push_back(v.name);
+    for (const std::string& method : p.eval_scalings) rows.push_back(v.name + "+" + method);
+  }
+  bool plotted = false;
+  for (const std::string& task : p.tasks) {
+    if (!r.long_context.count(task)) continue;
+    const auto& table = r.long_context.at(task);
+    md << "## Long context: `" << task << "` loss against evaluation length (trained at " << p.seq_len() << ")\n\n| variant |";
+    for (int64_t l : p.eval_lengths) md << " " << l << " |";
+    for (int64_t l : p.eval_lengths) md << " − rope at " << l << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < 2 * p.eval_lengths.size(); ++i) md << "---|";
+    md << "\n";
+    std::vector<LineSeries> series;
+    for (const std::string& row : rows) {
+      if (!table.count(row)) continue;
+      md << "| " << row << " |";
+      LineSeries s{row, {}, {}};
+      for (int64_t l : p.eval_lengths) {
+        const SeedStats& st = table.at(row).at(l);
+        md << " " << mean_sd(st, "%.3f") << " |";
+        s.points.push_back({static_cast<double>(l), st.mean()});
+      }
+      for (int64_t l : p.eval_lengths)
+        md << " " << (row == "rope" || !table.count("rope") ? "" : difference(table.at(row).at(l), table.at("rope").at(l), "%+.3f")) << " |";
+      md << "\n";
+      series.push_back(std::move(s));
+    }
+    if (!series.empty() && !plotted && (task == p.long_context_task || !r.long_context.count(p.long_context_task))) {
+      write_text_atomically(out_dir + "/long_context.svg",
+                            line_chart_svg("Loss against evaluation length on " + task + " (trained at " + std::to_string(p.seq_len()) + ")",
+                                           series, "evaluation length (tokens)", "loss (nats/byte)", svg::XScale::Log2));
+      md << "\n![loss against evaluation length](long_context.svg)\n";
+      plotted = true;
     }
     md << "\n";
-    series.push_back(std::move(s));
   }
-  if (!series.empty()) {
-    write_text_atomically(out_dir + "/long_context.svg",
-                          line_chart_svg("Loss against evaluation length (trained at " + std::to_string(p.seq_len()) + ")", series,
-                                         "evaluation length (tokens)", "loss (nats/byte)", svg::XScale::Log2));
-    md << "\n![loss against evaluation length](long_context.svg)\n";
-  }
-  md << "\n";
 }
 
 void write_efficiency(std::ostream& md, const Results& r) {
@@ -171,8 +198,10 @@ void write_efficiency(std::ostream& md, const Results& r) {
   const auto& params = r.params.at(t);
   md << "## Parameter efficiency (`" << t << "`)\n\n| model | parameters | loss | − rope |\n|---|---|---|---|\n";
   std::vector<std::string> names = {"rope"};
+  // Each full-size variant beside its smaller twins of the efficiency list.
   for (const auto& v : p.variants)
-    if (v.position == Position::ComplexFormer) names.push_back(v.name);
+    if (std::any_of(p.efficiency.begin(), p.efficiency.end(), [&](const SweepVariant& e) { return e.position == v.position; }))
+      names.push_back(v.name);
   for (const auto& v : p.efficiency) names.push_back(v.name);
   for (const auto& name : names) {
     if (!loss.count(name)) continue;

@@ -47,6 +47,14 @@ nlohmann::json to_json(const TrainOptions& o) {
   if (o.precision == "float32") j.erase("precision");
   if (o.val_data.empty()) j.erase("val_data");
   if (!o.cuda_graph) j.erase("cuda_graph");  // nor one without a graph
+  // Nor one without the angle warm-up, --init-from or a context extension.
+  if (o.angle_warmup == 0) j.erase("angle_warmup");
+  if (o.init_from.empty()) j.erase("init_from");
+  if (o.rope_scaling == "none") j.erase("rope_scaling");
+  if (o.rope_factor == 1.0) j.erase("rope_factor");
+  if (o.original_length == 0) j.erase("original_length");
+  if (o.yarn_alpha == 1.0) j.erase("yarn_alpha");
+  if (o.yarn_beta == 32.0) j.erase("yarn_beta");
   if (o.schedule_start != 0) j["schedule_start"] = o.schedule_start;
   if (o.schedule_end != 0) j["schedule_end"] = o.schedule_end;
   if (!o.data_hash.empty()) j["data_bytes"] = o.data_bytes, j["data_hash"] = o.data_hash;
@@ -105,9 +113,23 @@ void validate(const TrainOptions& o) {
   PHASOR_CHECK(o.precision == "float32" || o.precision == "bf16", "train: precision must be 'float32' or 'bf16', got '", o.precision, "'");
   PHASOR_CHECK(!o.cuda_graph || o.device != "cpu", "train: --cuda-graph needs --device cuda (a CUDA Graph replays GPU work)");
   PHASOR_CHECK(!o.cuda_graph || !o.log_heads, "train: --cuda-graph cannot be combined with --log-heads (its probes read each step on the host)");
+  PositionScaling warmed = training_scaling(o);
+  if (o.angle_warmup > 0) warmed.warmup = 0.5;  // any value in (0, 1): is the warm-up accepted by this variant?
+  if (o.init_from.empty()) warmed.validate(o.model.variant());  // with --init-from: checked against the file's model once it is read
+  PHASOR_CHECK(o.angle_warmup == 0 || !o.cuda_graph, "train: --angle-warmup cannot be combined with --cuda-graph (the phases change every step)");
   PHASOR_CHECK(o.schedule_start >= 0 && o.schedule_end >= 0 && (o.schedule_end == 0 || o.schedule_end > o.schedule_start) &&
                    o.schedule_start < std::max<int64_t>(o.steps, 1),
                "train: the schedule's span [", o.schedule_start, ", ", o.schedule_end, ") does not fit a run of ", o.steps, " steps");
+}
+
+PositionScaling training_scaling(const TrainOptions& o, const PositionScaling& recorded) {
+  PositionScaling s;
+  s.method = parse_rope_scaling(o.rope_scaling);  // a one-line error for an unknown method
+  s.factor = o.rope_factor;
+  s.yarn_alpha = o.yarn_alpha;
+  s.yarn_beta = o.yarn_beta;
+  s.original_length = o.original_length > 0 ? o.original_length : recorded.original_length > 0 ? recorded.original_length : o.seq_len;
+  return s;
 }
 
 // ---------------------------------------------------------------- the run
@@ -235,6 +257,7 @@ struct Run {
   int64_t step = 0;
   int64_t skipped = 0;
   AppendFile log;
+  PositionScaling scaling;  // what the model means: its context extension, with the full phase (no warm-up)
 
   explicit Run(const TrainOptions& o) : options(o) {
     validate(o);
@@ -250,7 +273,22 @@ struct Run {
     data = o.val_data.empty() ? split_tokens(std::move(tokens), o.val_fraction, o.seq_len)
                               : separate_texts(std::move(tokens), tokenizer.encode(load_validation_text(options, resumed)), o.seq_len);
     require_ranks_agree(rank_agreement(options, data));  // before gradients of different sizes meet
-    model = std::make_unique<CausalLM>(o.model, o.seed);
+    PositionScaling recorded;
+    if (!o.init_from.empty() && !resumed) {  // fine-tuning: the file's model, checked whole before anything of its size is built
+      const ModelFile file = read_model_file(o.init_from);
+      options.model = file.config;  // the run's config is the file's
+      refuse_a_model_too_large_for_memory(options);
+      check_positions_fit(options.model, o.seq_len, "train: seq_len");
+      model = std::make_unique<CausalLM>(file.config, o.seed);
+      model->load_state_dict(file.tensors);
+      recorded = file.scaling;
+    } else {
+      model = std::make_unique<CausalLM>(options.model, o.seed);
+    }
+    scaling = training_scaling(options, recorded);
+    // The length the --init-from model was trained at, recorded with the run so that a resume trains the same model.
+    if (!o.init_from.empty() && !resumed) options.original_length = scaling.original_length;
+    model->set_position_scaling(scaling);
     if (device_of(o) != kCPU) model->to(device_of(o));  // before the optimizer, whose state follows the parameters
     optimizer = std::make_unique<nn::AdamW>(
         std::vector<nn::ParamGroup>{{model->decayed_parameters(), o.weight_decay, 1.0}, {model->undecayed_parameters(), 0.0, 1.0}},
@@ -273,7 +311,7 @@ struct Run {
     const std::string dir = options.run_dir + "/" + name;
     nn::TrainingCheckpoint ckpt;
     ckpt.model = on_cpu(model->state_dict());
-    ckpt.model_metadata = model_metadata(options.model);
+    ckpt.model_metadata = model_metadata(options.model, scaling);
     ckpt.optimizer = on_cpu(optimizer->state());
     ckpt.state = {{"step", step},
                   {"optimizer_steps", optimizer->steps()},
@@ -313,9 +351,20 @@ struct Run {
 
   double validation_loss() {
     model->eval();
+    const PositionScaling during = model->position_scaling();
+    model->set_position_scaling(scaling);  // the full phase: a warm-up is training's alone
     const double loss = evaluate(*model, data.validation, options.seq_len, options.eval_windows).loss;
+    model->set_position_scaling(during);
     model->train();
     return loss;
+  }
+
+  // The angle warm-up's phase multiplier for the step about to run (--angle-warmup).
+  void warm_up_angles() {
+    if (options.angle_warmup == 0 || step > options.angle_warmup) return;  // off, or the full phase is already set
+    PositionScaling s = scaling;
+    s.warmup = std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(options.angle_warmup));
+    model->set_position_scaling(s);
   }
 
   // --log-heads: probes on every layer during the steps that are logged, so
@@ -323,7 +372,7 @@ struct Run {
   // (app/gradient.h). Other steps, and runs without the flag, carry none.
   void probe_heads(bool on) {
     head_probes.reset();
-    if (on && options.model.position == Position::ComplexFormer) head_probes = std::make_unique<ProbeScope>(*model);
+    if (on && model->positions().has_euler_transform()) head_probes = std::make_unique<ProbeScope>(*model);
   }
 
   // The 2-norms (over the batch on this rank, positions and pairs) of dL/dr
@@ -335,21 +384,22 @@ struct Run {
     if (!head_probes) return;
     NoGradGuard no_grad;
     for (size_t l = 0; l < model->layers.size(); ++l)
-      head_gradients.push_back(euler_gradient_norms(euler_gradients(head_probes->layer(l), model->layers[l]->attn->delta)));
+      head_gradients.push_back(euler_gradient_norms(euler_gradients(head_probes->layer(l), *model->layers[l]->attn)));
   }
 
-  // Per layer, one value per head: the means over pairs of delta and
-  // phase_bias, beta (after the step), and the gradient norms measured by
-  // measure_head_gradients(). null for other variants.
+  // Per layer, one value per head: the scheme's statistics of its own
+  // parameters after the step (complexformer: the means over pairs of delta
+  // and phase_bias, beta), and the gradient norms measured by
+  // measure_head_gradients(). null where the scheme has none.
   nlohmann::json head_statistics() const {
     NoGradGuard no_grad;
     nlohmann::json layers = nlohmann::json::array();
     for (size_t l = 0; l < model->layers.size(); ++l) {
       const Attention& a = *model->layers[l]->attn;
-      if (!a.delta.defined()) return nullptr;
-      nlohmann::json stats = {{"delta_mean", mean(a.delta, {1}).to_vector<double>()},
-                              {"phase_bias_mean", mean(a.phase_bias, {1}).to_vector<double>()},
-                              {"beta", a.beta.to_vector<double>()}};
+      const std::vector<HeadStatistic> own = model->positions().head_statistics(a.position_parameters());
+      if (own.empty()) return nullptr;
+      nlohmann::json stats = nlohmann::json::object();
+      for (const HeadStatistic& s : own) stats[s.key] = s.per_head;
       if (l < head_gradients.size()) {
         const EulerGradientNorms& g = head_gradients[l];
         stats["q_grad_r_norm"] = g.q_r, stats["q_grad_phi_norm"] = g.q_phi;
@@ -471,6 +521,7 @@ TrainSummary run_loop(Run& run) {
     }
     fault::rank_fault(comm.rank(), run.step);
     comm.set_step(run.step);
+    run.warm_up_angles();
     const double lr = scheduled_lr(o, run.step);
     run.optimizer->set_lr(lr);
     const Batch b = run.sampler->next();

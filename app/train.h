@@ -10,6 +10,7 @@
 
 #include "models/config.h"
 #include "models/options.h"
+#include "models/rotary_scaling.h"
 
 namespace phasor {
 
@@ -40,6 +41,13 @@ struct TrainOptions {
   bool cuda_graph = false;     // capture one step as a CUDA Graph and replay it (app/step_graph.h)
   std::string device = "cpu";  // cpu or cuda (the CUDA backend, one GPU)
   std::string precision = "float32";  // float32 or bf16 (nn/precision.h); a resumed run may change it
+  int64_t angle_warmup = 0;   // the seed's angle warm-up: position phases times min(1, (step + 1) / N) (0: off)
+  std::string init_from;      // a model file whose config and weights the run starts from (fine-tuning)
+  // Context extension the run trains with (models/rotary_scaling.h); recorded in its checkpoints.
+  std::string rope_scaling = "none";
+  double rope_factor = 1.0;
+  int64_t original_length = 0;  // 0: the --init-from model's recorded length, else seq_len
+  double yarn_alpha = 1.0, yarn_beta = 32.0;
   // The learning-rate schedule's span: warm-up from schedule_start, cosine decay
   // to min_lr at schedule_end (0: at `steps`), min_lr after it. Set when a resumed
   // run is lengthened (ScheduleOnExtend); not flags, and left out of the JSON at 0.
@@ -88,12 +96,27 @@ inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
      "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform", Flag::Switch},
     {"cuda_graph",    &TrainOptions::cuda_graph,    Bound::Any,          1,
      "with --device cuda: run the first step eagerly, then capture one step as a CUDA Graph and replay it for every later step", Flag::Switch},
+    {"angle_warmup",  &TrainOptions::angle_warmup,  Bound::NonNegative,  kMaxCount,
+     "the seed's angle warm-up: multiply every position phase (rope, xpos, complexformer's beta term) by min(1, (step + 1) / N) while training (0: off); evaluation always uses the full phase"},
+    {"init_from",     &TrainOptions::init_from,     Bound::Any,          0,
+     "start from this model file's config and weights (fine-tuning, e.g. at a longer --seq-len with --rope-scaling); the model flags are then the file's"},
+    {"rope_scaling",  &TrainOptions::rope_scaling,  Bound::Any,          0,
+     "none|pi|ntk|yarn: train with the rotary frequencies stretched to --rope-factor times --original-length (fine-tuning a trained model)"},
+    {"rope_factor",   &TrainOptions::rope_factor,   Bound::Positive,     1e6,       "S: the context extension's factor (1 to 1e6)"},
+    {"original_length", &TrainOptions::original_length, Bound::NonNegative, 1048576,
+     "L: the length the model was trained at (0: what --init-from's file records, else --seq-len)"},
+    {"yarn_alpha",    &TrainOptions::yarn_alpha,    Bound::NonNegative,  1e6,       "YaRN's ramp: frequencies turning fewer than alpha times in L are interpolated"},
+    {"yarn_beta",     &TrainOptions::yarn_beta,     Bound::Positive,     1e6,       "YaRN's ramp: frequencies turning more than beta times in L are kept"},
 };
 
 nlohmann::json to_json(const TrainOptions& o);
 // Unknown keys and wrong types are errors; "model" holds a ModelConfig object.
 TrainOptions train_options_from_json(const nlohmann::json& j);
 void validate(const TrainOptions& o);
+// The scaling a run of `o` trains with, over what its --init-from model
+// records (`recorded`): the flags' method and factor, the original length
+// from the flag, else the recorded one, else seq_len; no warm-up.
+PositionScaling training_scaling(const TrainOptions& o, const PositionScaling& recorded = {});
 
 struct TrainSummary {
   int64_t steps_done = 0;

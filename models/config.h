@@ -13,36 +13,44 @@
 namespace phasor {
 
 // The position variants of the spec.
-enum class Position : uint8_t { ComplexFormer, Rope, XPos, Alibi, Sinusoidal, Learned, None };
+enum class Position : uint8_t { ComplexFormer, Rope, XPos, CARoPE, PoPE, Alibi, Sinusoidal, Learned, None };
 
 // What a variant adds to the token embeddings before the first layer.
 enum class PositionEmbedding : uint8_t { None, Sinusoidal, Learned };
+
+// Which context extensions (models/rotary_scaling.h) a variant's positions take.
+enum class ScalingSupport : uint8_t { None, All, PIOnly };
 
 // What a position variant is called and what it does to the model.
 struct PositionVariant {
   Position position;
   std::string_view name;        // in the config JSON, a checkpoint's metadata, the CLI and the logs
   bool rotary;                  // q and k turned pair-wise as complex numbers (needs an even head width)
+  bool complex_components;      // each of q's and k's d components made a complex number: the scores read 2d reals
   PositionEmbedding embedding;  // added to the token embeddings
   bool alibi_bias;              // a per-head penalty on the scores, linear in the distance
+  bool reads_cmha_init;         // its parameters start as cmha_init says
+  ScalingSupport scaling;       // --rope-scaling methods (and the angle warm-up where not None)
 };
 
 // The one list of the variants, in the order of Position.
-inline constexpr std::array<PositionVariant, 7> kPositionVariants = {{
-    // position               name             rotary  embedding                      alibi_bias
-    {Position::ComplexFormer, "complexformer", true,   PositionEmbedding::None,       false},
-    {Position::Rope,          "rope",          true,   PositionEmbedding::None,       false},
-    {Position::XPos,          "xpos",          true,   PositionEmbedding::None,       false},
-    {Position::Alibi,         "alibi",         false,  PositionEmbedding::None,       true},
-    {Position::Sinusoidal,    "sinusoidal",    false,  PositionEmbedding::Sinusoidal, false},
-    {Position::Learned,       "learned",       false,  PositionEmbedding::Learned,    false},
-    {Position::None,          "none",          false,  PositionEmbedding::None,       false},
+inline constexpr std::array<PositionVariant, 9> kPositionVariants = {{
+    // position               name             rotary  complex_components  embedding                      alibi_bias  reads_cmha_init  scaling
+    {Position::ComplexFormer, "complexformer", true,   false,              PositionEmbedding::None,       false,      true,            ScalingSupport::All},
+    {Position::Rope,          "rope",          true,   false,              PositionEmbedding::None,       false,      false,           ScalingSupport::All},
+    {Position::XPos,          "xpos",          true,   false,              PositionEmbedding::None,       false,      false,           ScalingSupport::All},
+    {Position::CARoPE,        "carope",        true,   false,              PositionEmbedding::None,       false,      false,           ScalingSupport::PIOnly},
+    {Position::PoPE,          "pope",          false,  true,               PositionEmbedding::None,       false,      false,           ScalingSupport::All},
+    {Position::Alibi,         "alibi",         false,  false,              PositionEmbedding::None,       true,       false,           ScalingSupport::None},
+    {Position::Sinusoidal,    "sinusoidal",    false,  false,              PositionEmbedding::Sinusoidal, false,      false,           ScalingSupport::None},
+    {Position::Learned,       "learned",       false,  false,              PositionEmbedding::Learned,    false,      false,           ScalingSupport::None},
+    {Position::None,          "none",          false,  false,              PositionEmbedding::None,       false,      false,           ScalingSupport::None},
 }};
 
 constexpr const PositionVariant& position_variant(Position p) { return kPositionVariants[static_cast<size_t>(p)]; }
 constexpr std::string_view position_name(Position p) { return position_variant(p).name; }
 
-// Every variant, in the table's order: complexformer, rope, xpos, alibi, sinusoidal, learned, none.
+// Every variant, in the table's order: complexformer, rope, xpos, carope, pope, alibi, sinusoidal, learned, none.
 constexpr std::array<Position, kPositionVariants.size()> all_positions() {
   std::array<Position, kPositionVariants.size()> out{};
   for (size_t i = 0; i < out.size(); ++i) out[i] = kPositionVariants[i].position;
@@ -83,6 +91,9 @@ struct ModelConfig {
 
   int64_t head_dim() const { return d_model / n_heads; }
   int64_t pairs() const { return head_dim() / 2; }
+  // The width of a head's queries and keys as the scores read them: 2d for
+  // the variants that make each component complex (pope), else d.
+  int64_t query_key_width() const { return variant().complex_components ? 2 * head_dim() : head_dim(); }
   const PositionVariant& variant() const { return position_variant(position); }
   bool is_rotary() const { return variant().rotary; }
   // The number of parameters of its model (docs/spec.md, "Parameter count"),

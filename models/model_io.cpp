@@ -10,8 +10,26 @@
 
 namespace phasor {
 
-std::map<std::string, std::string> model_metadata(const ModelConfig& config) {
-  return {{"format", "phasor-model"}, {"config", to_json(config).dump()}};
+std::map<std::string, std::string> model_metadata(const ModelConfig& config, const PositionScaling& scaling) {
+  std::map<std::string, std::string> m{{"format", "phasor-model"}, {"config", to_json(config).dump()}};
+  PositionScaling saved = scaling;
+  saved.warmup = 1.0;  // a saved model means its full phase
+  if (!(saved == PositionScaling{})) m["position_scaling"] = to_json(saved).dump();
+  return m;
+}
+
+PositionScaling scaling_from_metadata(const std::map<std::string, std::string>& metadata, const ModelConfig& config, const std::string& file) {
+  const auto found = metadata.find("position_scaling");
+  if (found == metadata.end()) return {};
+  try {
+    const PositionScaling s = position_scaling_from_json(nlohmann::json::parse(found->second));
+    s.validate(config.variant());
+    return s;
+  } catch (const nlohmann::json::exception&) {
+    fail(file, ": the \"position_scaling\" in __metadata__ is not valid JSON");
+  } catch (const Error& e) {
+    fail(file, ": ", e.what());
+  }
 }
 
 ModelConfig config_from_metadata(const std::map<std::string, std::string>& metadata, const std::string& file) {
@@ -36,7 +54,7 @@ ModelConfig config_from_metadata(const std::map<std::string, std::string>& metad
 }
 
 void save_model(const std::string& path, const CausalLM& model) {
-  nn::save_tensors(path, model.state_dict(), model_metadata(model.config()));
+  nn::save_tensors(path, model.state_dict(), model_metadata(model.config(), model.position_scaling()));
 }
 
 ModelConfig read_model_config(const std::string& path) {
@@ -114,6 +132,7 @@ ModelFile read_model_file(const std::string& path) {
   std::map<std::string, std::string> metadata;
   out.tensors = nn::load_tensors(path, &metadata);
   out.config = config_from_metadata(metadata, path);
+  out.scaling = scaling_from_metadata(metadata, out.config, path);
   check_model_tensors(out.tensors, out.config, path);
   return out;
 }
@@ -122,6 +141,7 @@ std::unique_ptr<CausalLM> load_model(const std::string& path) {
   const ModelFile file = read_model_file(path);
   // Only now, with every tensor checked against the config, is a model of its size built.
   auto model = std::make_unique<CausalLM>(file.config);
+  model->set_position_scaling(file.scaling);
   try {
     model->load_state_dict(file.tensors);
   } catch (const Error& e) {

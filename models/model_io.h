@@ -1,6 +1,8 @@
 #pragma once
 // A model checkpoint file: the spec's safetensors layout with
-// __metadata__ {"format": "phasor-model", "config": <JSON>}.
+// __metadata__ {"format": "phasor-model", "config": <JSON>} and, for a model
+// that knows the length it was trained at or runs with a context extension,
+// "position_scaling": <JSON> (models/rotary_scaling.h).
 #include <memory>
 #include <string>
 
@@ -19,6 +21,7 @@ ModelConfig read_model_config(const std::string& path);
 // the config), without building the model: what `phasor info` needs.
 struct ModelFile {
   ModelConfig config;
+  PositionScaling scaling;  // none, original_length 0 where the file records none
   nn::StateDict tensors;
 };
 ModelFile read_model_file(const std::string& path);
@@ -31,8 +34,12 @@ ModelFile read_model_file(const std::string& path);
 // line naming the file and the tensor or field.
 void check_model_tensors(const nn::StateDict& tensors, const ModelConfig& config, const std::string& file);
 
-// The __metadata__ of a model file for `config`.
-std::map<std::string, std::string> model_metadata(const ModelConfig& config);
+// The __metadata__ of a model file for `config` (and `scaling`, written unless
+// it is the default: no method and no known training length).
+std::map<std::string, std::string> model_metadata(const ModelConfig& config, const PositionScaling& scaling = {});
+// The scaling a model file records (the default where it records none),
+// checked against its config's variant; `file` names it in errors.
+PositionScaling scaling_from_metadata(const std::map<std::string, std::string>& metadata, const ModelConfig& config, const std::string& file);
 // The config stored in a model file's metadata; `file` names it in errors.
 ModelConfig config_from_metadata(const std::map<std::string, std::string>& metadata, const std::string& file);
 

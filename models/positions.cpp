@@ -42,6 +42,9 @@ std::pair<Tensor, Tensor> PositionScheme::rotate(const Tensor& q, const Tensor& 
 
 namespace {
 
+// softplus(u) = log(1 + exp(u)) as max(u, 0) + log(1 + exp(-|u|)): no overflow for any u.
+Tensor softplus(const Tensor& u) { return maximum(u, zeros({}, u.dtype(), u.device())) + log(1.0 + exp(-abs(u))); }
+
 // none: attention sees no position at all.
 class NoPositions : public PositionScheme {
  public:
@@ -58,11 +61,14 @@ class Rope : public PositionScheme {
   }
 
  protected:
-  // ops::rotary_table of `rows` positions from `offset`, on `device`.
+  // ops::rotary_table of `rows` positions from `offset`, on `device`, with
+  // the scaled frequencies where scaling() changes them.
   Tensor table(int64_t rows, int64_t offset, int64_t origin, int sign, Device device) const {
     return cached({sign, rows, offset, origin, device, DType::Complex64}, [&] {
-      return ops::to_device(ops::rotary_table(rows, config().pairs(), offset, config().rope_base, scale_base(), sign, DType::Complex64, origin),
-                            device);
+      const Tensor t = scaling().identity()
+                           ? ops::rotary_table(rows, config().pairs(), offset, config().rope_base, scale_base(), sign, DType::Complex64, origin)
+                           : ops::rotary_table(rows, frequencies(config().pairs()), offset, scale_base(), sign, DType::Complex64, origin);
+      return ops::to_device(t, device);
     });
   }
   virtual double scale_base() const { return 0.0; }  // no XPos scales
@@ -79,7 +85,11 @@ class XPos : public Rope {
   int64_t origin(int64_t positions) const override { return xpos_origin(config().xpos_scale_base, positions); }
 
  protected:
-  double scale_base() const override { return config().xpos_scale_base; }
+  // pi divides the position in the decay exponent too: (m / S - o) / B and
+  // (n / S - o) / B cancel to (m - n) / (S B) between a query and a key.
+  double scale_base() const override {
+    return config().xpos_scale_base * (scaling().method == RopeScaling::PI ? scaling().factor : 1.0);
+  }
   int64_t own_limit() const override { return xpos_max_positions(config().xpos_scale_base); }
   std::string own_limit_reason() const override {
     std::ostringstream os;
@@ -96,7 +106,7 @@ class ComplexFormer : public PositionScheme {
   using PositionScheme::PositionScheme;
   std::vector<PositionParameter> layer_parameters() const override {
     const int64_t h = config().n_heads, p = config().pairs();
-    return {{"delta", {h, p}}, {"phase_bias", {h, p}}, {"beta", {h}}};
+    return {{"delta", {h, p}}, {"phase_bias", {h, p}}, {"beta", {h}}};  // none decays (docs/spec.md)
   }
   std::vector<Tensor> initial_layer_parameters(Generator* gen) const override {
     const int64_t h = config().n_heads, p = config().pairs();
@@ -107,10 +117,109 @@ class ComplexFormer : public PositionScheme {
   std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, const RotationArgs& a) const override {
     const Tensor &delta = (*a.parameters)[0], &phase_bias = (*a.parameters)[1], &beta = (*a.parameters)[2];
     const double base = config().rope_base;
-    if (!a.composed) return {cmha_rotate(q, delta, phase_bias, beta, a.offset, base), cmha_rotate(k, delta, Tensor(), beta, a.offset, base)};
+    const Tensor w = scaled_frequencies(q.device());
+    if (!a.composed)
+      return {cmha_rotate(q, delta, phase_bias, beta, a.offset, base, w), cmha_rotate(k, delta, Tensor(), beta, a.offset, base, w)};
     // The readable reference: the spec's formulas, one autograd op at a time. Keys take no phase_bias.
-    return {cmha_rotate_reference(q, delta, phase_bias, beta, a.offset, base, a.q_r, a.q_phi),
-            cmha_rotate_reference(k, delta, Tensor(), beta, a.offset, base, a.k_r, a.k_phi)};
+    return {cmha_rotate_reference(q, delta, phase_bias, beta, a.offset, base, a.q_r, a.q_phi, w),
+            cmha_rotate_reference(k, delta, Tensor(), beta, a.offset, base, a.k_r, a.k_phi, w)};
+  }
+  std::vector<HeadStatistic> head_statistics(const std::vector<Tensor>& layer) const override {
+    return {{"delta_mean", mean(layer.at(0), {1}).to_vector<double>()},
+            {"phase_bias_mean", mean(layer.at(1), {1}).to_vector<double>()},
+            {"beta", layer.at(2).to_vector<double>()}};
+  }
+  Tensor phase_weight(const std::vector<Tensor>& layer) const override { return layer.at(0); }
+  bool has_euler_transform() const override { return true; }
+
+ private:
+  // The beta m w_j term's w_j, float64 [P] on `device`; undefined (the kernels' own rope_base^(-2j/d)) when unscaled.
+  Tensor scaled_frequencies(Device device) const {
+    if (scaling().identity()) return Tensor();
+    return cached({0, config().pairs(), 0, 0, device, DType::Float64},
+                  [&] { return ops::to_device(from_vector(frequencies(config().pairs())), device); });
+  }
+};
+
+// carope: per head, a token-dependent frequency f_t = 1 / (1 + softplus(carope_w_h . x_t))
+// in (0, 1], and pair j turned by phi_{m,j} = sum_{t <= m} f_t^j (docs/spec.md,
+// "carope"). The sums are a scan over positions in the activations' dtype
+// (float32 or wider); a KV cache carries them on from chunk to chunk.
+class CARoPE : public PositionScheme {
+ public:
+  using PositionScheme::PositionScheme;
+  std::vector<PositionParameter> layer_parameters() const override {
+    return {{"carope_w", {config().n_heads, config().d_model}, /*decays=*/true, /*drawn_as_weight=*/true}};
+  }
+  std::vector<Tensor> initial_layer_parameters(Generator* /*gen*/) const override {
+    return {zeros({config().n_heads, config().d_model})};  // drawn as a projection by CausalLM
+  }
+  std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, const RotationArgs& a) const override {
+    PHASOR_CHECK(a.input != nullptr, "carope: the rotation needs the layer's input");
+    const Tensor& x = *a.input;
+    const int64_t b = q.size(0), n = q.size(1), h = q.size(2), p = q.size(3);
+    const DType rt = x.dtype();
+    // log f = -log(1 + softplus(w . x)), softplus(u) = max(u, 0) + log(1 + exp(-|u|)) (stable for any u).
+    const Tensor u = matmul(x, (*a.parameters)[0], MatOp::None, MatOp::Transpose);  // [B, N, H]
+    const Tensor log_f = -log(1.0 + softplus(u));
+    // f^j = exp(j log f): f^0 = exp(0) = 1 exactly.
+    const Tensor powers = exp(unsqueeze(log_f, 3) * exponents(p, rt, x.device()));  // [B, N, H, P]
+    Tensor phi = running_sum(reshape(powers, {b, n, h * p}));  // [B, N, H P]
+    if (a.state) {
+      if (a.state->defined()) phi = phi + *a.state;  // the sums of the cache's earlier positions
+      *a.state = ops::contiguous(ops::narrow(phi.detach(), 1, n - 1, 1));  // [B, 1, H P]
+    }
+    const double multiplier = scaling().warmup / (scaling().method == RopeScaling::PI ? scaling().factor : 1.0);
+    if (multiplier != 1.0) phi = phi * multiplier;
+    const Tensor angle = reshape(phi, {b, n, h, p});
+    const Tensor turn = polar(ones(angle.shape(), rt, angle.device()), angle);
+    return {q * turn, k * turn};
+  }
+
+ private:
+  // 0, 1, .., P-1 as [P] in `dtype`.
+  Tensor exponents(int64_t pairs, DType dtype, Device device) const {
+    return cached({1, pairs, 0, 0, device, dtype}, [&] {
+      std::vector<double> j(static_cast<size_t>(pairs));
+      for (int64_t i = 0; i < pairs; ++i) j[static_cast<size_t>(i)] = static_cast<double>(i);
+      return ops::to_device(ops::to(from_vector(j), dtype), device);
+    });
+  }
+  // Inclusive running sums along axis 1 of t [B, N, C]: Hillis and Steele's
+  // scan, log2(N) shifted additions of autograd ops (O(N log N), no [N, N] matrix).
+  static Tensor running_sum(Tensor t) {
+    const int64_t n = t.size(1);
+    for (int64_t shift = 1; shift < n; shift *= 2)
+      t = cat({narrow(t, 1, 0, shift), narrow(t, 1, shift, n - shift) + narrow(t, 1, 0, n - shift)}, 1);
+    return t;
+  }
+};
+
+// pope: each component c of a head made complex, softplus(q_c) e^{i m theta_c}
+// and softplus(k_c) e^{i (n theta_c - pope_bias_c)}, with d frequencies
+// theta_c = rope_base^(-c/d) (docs/spec.md, "pope"): the magnitude is the
+// content's, the phase the position's.
+class Pope : public PositionScheme {
+ public:
+  using PositionScheme::PositionScheme;
+  std::vector<PositionParameter> layer_parameters() const override { return {{"pope_bias", {config().n_heads, config().head_dim()}}}; }
+  std::vector<Tensor> initial_layer_parameters(Generator* /*gen*/) const override {
+    return {zeros({config().n_heads, config().head_dim()})};
+  }
+  std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, const RotationArgs& a) const override {
+    const int64_t n = q.size(1), d = q.size(3);
+    const Tensor turn = reshape(table(n, a.offset, q.device()), {n, 1, d});  // e^{i m theta_c}, [N, 1, d]
+    const Tensor& bias = (*a.parameters)[0];                                  // [H, d]
+    const Tensor unturn_bias = polar(ones(bias.shape(), bias.dtype(), bias.device()), -bias);
+    return {softplus(q) * turn, softplus(k) * (turn * unturn_bias)};
+  }
+
+ private:
+  // e^{i (offset + m) theta_c}, [N, d] complex64, phases in float64 rounded once.
+  Tensor table(int64_t rows, int64_t offset, Device device) const {
+    return cached({0, rows, offset, 0, device, DType::Complex64}, [&] {
+      return ops::to_device(ops::rotary_table(rows, frequencies(config().head_dim()), offset, 0.0, +1, DType::Complex64), device);
+    });
   }
 };
 
@@ -142,7 +251,9 @@ class Sinusoidal : public PositionScheme {
 class Learned : public PositionScheme {
  public:
   using PositionScheme::PositionScheme;
-  std::vector<PositionParameter> model_parameters() const override { return {{"pos_emb.weight", {config().max_seq_len, config().d_model}}}; }
+  std::vector<PositionParameter> model_parameters() const override {
+    return {{"pos_emb.weight", {config().max_seq_len, config().d_model}, /*decays=*/true, /*drawn_as_weight=*/true}};
+  }
   std::vector<Tensor> initial_model_parameters(Generator* gen) const override {
     return {normal({config().max_seq_len, config().d_model}, 0.0, 1.0, DType::Float32, gen)};  // as an nn::Embedding starts
   }
@@ -160,19 +271,20 @@ class Learned : public PositionScheme {
 };
 
 template <class Scheme>
-std::shared_ptr<const PositionScheme> make(const ModelConfig& c) {
-  return std::make_shared<const Scheme>(c);
+std::shared_ptr<const PositionScheme> make(const ModelConfig& c, const PositionScaling& s) {
+  return std::make_shared<const Scheme>(c, s);
 }
 
 // One maker per row of kPositionVariants, in its order.
-constexpr std::array<std::shared_ptr<const PositionScheme> (*)(const ModelConfig&), kPositionVariants.size()> kSchemes = {
-    make<ComplexFormer>, make<Rope>, make<XPos>, make<Alibi>, make<Sinusoidal>, make<Learned>, make<NoPositions>,
+constexpr std::array<std::shared_ptr<const PositionScheme> (*)(const ModelConfig&, const PositionScaling&), kPositionVariants.size()> kSchemes = {
+    make<ComplexFormer>, make<Rope>, make<XPos>, make<CARoPE>, make<Pope>, make<Alibi>, make<Sinusoidal>, make<Learned>, make<NoPositions>,
 };
 
 }  // namespace
 
-std::shared_ptr<const PositionScheme> make_position_scheme(const ModelConfig& config) {
-  return kSchemes[static_cast<size_t>(config.position)](config);
+std::shared_ptr<const PositionScheme> make_position_scheme(const ModelConfig& config, const PositionScaling& scaling) {
+  scaling.validate(config.variant());
+  return kSchemes[static_cast<size_t>(config.position)](config, scaling);
 }
 
 // ---------------------------------------------------------------- the tables

@@ -20,14 +20,30 @@
 #include <vector>
 
 #include "models/config.h"
+#include "models/rotary_scaling.h"
 #include "tensor/tensor.h"
 
 namespace phasor {
 
-// A parameter a scheme adds, with its shape (the checkpoint layout of docs/spec.md).
+// A parameter a scheme adds, with its shape (the checkpoint layout of
+// docs/spec.md) and how training treats it ("Initialisation and weight decay").
 struct PositionParameter {
   std::string name;
   Dims shape;
+  // AdamW decays it: the 2-d projections a scheme adds do; angles, phase
+  // offsets, gates and bias tables do not.
+  bool decays = false;
+  // Drawn again from Normal(0, 0.02), in registration order, with the model's
+  // other 2-d weights (GPT-2's initialisation, models/transformer.cpp) instead
+  // of keeping the scheme's initial value.
+  bool drawn_as_weight = false;
+};
+
+// One value per head of a layer, logged under `key` by `train --log-heads`
+// and drawn by `plot --heads` ("delta_mean": the mean over pairs of delta).
+struct HeadStatistic {
+  std::string key;
+  std::vector<double> per_head;
 };
 
 // What a scheme's rotation reads from the attention layer it runs in.
@@ -36,13 +52,18 @@ struct RotationArgs {
   int64_t origin = 0;  // where xpos measures its scales from (PositionScheme::origin)
   const std::vector<Tensor>* parameters = nullptr;  // the layer's own, in layer_parameters() order
   bool composed = false;  // the readable composition of autograd ops, where the scheme has one (RotationImpl::Composed)
+  const Tensor* input = nullptr;  // the layer's normalised input x [B, N, D], which q, k and v read (carope's frequencies read it too)
+  // A KV cache's running state of the scheme (carope: the phases summed over
+  // the positions before `offset`), read and replaced by each chunk; null without a cache.
+  Tensor* state = nullptr;
   // The Euler transform's intermediates (complexformer, composed), each kept when not null.
   Tensor *q_r = nullptr, *q_phi = nullptr, *k_r = nullptr, *k_phi = nullptr;
 };
 
 class PositionScheme {
  public:
-  explicit PositionScheme(const ModelConfig& config) : config_(config) {}
+  // `scaling`: context extension or the angle warm-up (models/rotary_scaling.h), already validated for this variant.
+  explicit PositionScheme(const ModelConfig& config, const PositionScaling& scaling = {}) : config_(config), scaling_(scaling) {}
   virtual ~PositionScheme() = default;
   PositionScheme(const PositionScheme&) = delete;
   PositionScheme& operator=(const PositionScheme&) = delete;
@@ -50,6 +71,9 @@ class PositionScheme {
   const ModelConfig& config() const { return config_; }
   const PositionVariant& variant() const { return config_.variant(); }
   std::string_view name() const { return variant().name; }
+  const PositionScaling& scaling() const { return scaling_; }
+  // The factor on the attention logits, after the 1/sqrt(d) scale: YaRN's, else 1.
+  double logit_factor() const { return phasor::logit_factor(scaling_); }
 
   // ---- parameters
   // Each attention layer's own ("delta", ...), in registration order.
@@ -59,6 +83,15 @@ class PositionScheme {
   // The model's own, registered before the first layer ("pos_emb.weight"), and their initial values.
   virtual std::vector<PositionParameter> model_parameters() const { return {}; }
   virtual std::vector<Tensor> initial_model_parameters(Generator* gen) const;
+  // A layer's statistics per head, from its parameters (in layer_parameters()
+  // order); empty where the scheme has nothing per head to show.
+  virtual std::vector<HeadStatistic> head_statistics(const std::vector<Tensor>& /*layer*/) const { return {}; }
+  // d theta / d phi of the Euler transform, where the rotation's phase weighs
+  // each pair's own phase (complexformer's delta [H, P]); undefined otherwise.
+  // The gradient studies (app/gradient.h) read the gradients reaching r and phi through it.
+  virtual Tensor phase_weight(const std::vector<Tensor>& /*layer*/) const { return Tensor(); }
+  // Whether phase_weight() is defined: the scheme turns q and k by an Euler transform.
+  virtual bool has_euler_transform() const { return false; }
   // How many numbers all of them hold in a model of config().n_layers layers. In
   // double so a hostile config cannot overflow it (exact below 2^53).
   double parameter_count() const;
@@ -72,8 +105,12 @@ class PositionScheme {
   virtual int64_t origin(int64_t /*positions*/) const { return 0; }
 
   // ---- the forward
-  // Queries and keys, complex [B, N, H, P] views, after the variant's rotation
-  // (unchanged where it has none).
+  // Queries and keys after the variant's rotation (unchanged where it has none):
+  // for the pair-rotary variants (variant().rotary) q and k are complex
+  // [B, N, H, P] views of the projections and so is the result; for the
+  // variants whose components each become complex (variant().complex_components:
+  // pope) q and k are the real projections [B, N, H, d] and the result is
+  // complex [B, N, H, d], read by the scores as 2d reals.
   virtual std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, const RotationArgs& args) const;
   // ALiBi's slopes [H] on `device`; undefined where the scores take no bias.
   virtual Tensor slopes(Device /*device*/) const { return Tensor(); }
@@ -89,6 +126,10 @@ class PositionScheme {
   static constexpr size_t kMaxTables = 16;
 
  protected:
+  // The `count` rotary frequencies of config().rope_base as scaling() changes
+  // them (scaled_frequencies, models/rotary_scaling.h).
+  std::vector<double> frequencies(int64_t count) const { return scaled_frequencies(config_.rope_base, count, scaling_); }
+
   // A scheme's own limit, checked before the kMaxPositions every variant
   // keeps, and what the refusal says of it ("max_seq_len 64 of this 'learned'
   // position model"). None by default.
@@ -121,12 +162,14 @@ class PositionScheme {
 
  private:
   ModelConfig config_;
+  PositionScaling scaling_;
   mutable std::mutex mutex_;
   mutable std::deque<std::pair<TableKey, Tensor>> tables_;
 };
 
-// The scheme of config.position (config valid).
-std::shared_ptr<const PositionScheme> make_position_scheme(const ModelConfig& config);
+// The scheme of config.position (config valid), with `scaling` (refused with a
+// one-line phasor::Error where the variant cannot take it: PositionScaling::validate).
+std::shared_ptr<const PositionScheme> make_position_scheme(const ModelConfig& config, const PositionScaling& scaling = {});
 
 // XPos scales a query by zeta_j^((m - o)/S) and a key by zeta_j^(-(n - o)/S);
 // the scores depend on m - n only, so the origin o is free. The scales stay

@@ -12,14 +12,6 @@ namespace phasor {
 
 namespace {
 
-// The handles Attention keeps of complexformer's parameters, by their names.
-Tensor* named_handle(Attention& a, const std::string& name) {
-  if (name == "delta") return &a.delta;
-  if (name == "phase_bias") return &a.phase_bias;
-  if (name == "beta") return &a.beta;
-  return nullptr;
-}
-
 // A scheme's model parameters under a child module, so that "pos_emb.weight"
 // keeps its checkpoint name and its place in the parameter order.
 class SchemeParameters : public nn::Module {
@@ -40,22 +32,28 @@ Attention::Attention(const ModelConfig& config, Generator* gen, std::shared_ptr<
   wo = register_module("wo", std::make_shared<nn::Linear>(d, d, false, DType::Float32, gen));
   const std::vector<PositionParameter> own = scheme_->layer_parameters();
   std::vector<Tensor> values = scheme_->initial_layer_parameters(gen);
-  for (size_t i = 0; i < own.size(); ++i) {
-    position_parameters_.push_back(register_parameter(own[i].name, std::move(values[i])));
-    if (Tensor* handle = named_handle(*this, own[i].name)) *handle = position_parameters_.back();
-  }
+  for (size_t i = 0; i < own.size(); ++i) position_parameters_.push_back(register_parameter(own[i].name, std::move(values[i])));
 }
 
-std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset, int64_t origin) const {
+const Tensor& Attention::position_parameter(std::string_view name) const {
+  const std::vector<PositionParameter> own = scheme_->layer_parameters();
+  for (size_t i = 0; i < own.size(); ++i)
+    if (own[i].name == name) return position_parameters_[i];
+  fail("attention: a '", scheme_->name(), "' layer has no parameter '", name, "'");
+}
+
+std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset, int64_t origin, Tensor* state) const {
   const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
   Tensor q = reshape(wq->forward(x), {b, n, h, d});
   Tensor k = reshape(wk->forward(x), {b, n, h, d});
-  if (!config_.is_rotary()) return {q, k};
-  // The complex view: pairs (u_2j, u_2j+1) are z_j = u_2j + i u_2j+1, zero-copy.
-  const Tensor qc = view_as_complex(reshape(q, {b, n, h, d / 2, 2}));
-  const Tensor kc = view_as_complex(reshape(k, {b, n, h, d / 2, 2}));
+  const PositionVariant& v = config_.variant();
+  if (!v.rotary && !v.complex_components) return {q, k};
+  // The complex view: pairs (u_2j, u_2j+1) are z_j = u_2j + i u_2j+1, zero-copy
+  // (pope instead turns the real components themselves into complex numbers).
+  const Tensor qc = v.rotary ? view_as_complex(reshape(q, {b, n, h, d / 2, 2})) : q;
+  const Tensor kc = v.rotary ? view_as_complex(reshape(k, {b, n, h, d / 2, 2})) : k;
   AttentionProbe* p = probe.get();
-  RotationArgs args{offset, origin, &position_parameters_, rotation == RotationImpl::Composed};
+  RotationArgs args{offset, origin, &position_parameters_, rotation == RotationImpl::Composed, &x, state};
   if (p) args.q_r = &p->q_r, args.q_phi = &p->q_phi, args.k_r = &p->k_r, args.k_phi = &p->k_phi;
   const auto [qr, kr] = scheme_->rotate(qc, kc, args);
   if (probe) {  // gradient studies read these tensors' .grad after backward
@@ -68,17 +66,18 @@ std::pair<Tensor, Tensor> Attention::rotated_qk(const Tensor& x, int64_t offset,
       if (t->defined() && t->requires_grad()) t->retain_grad();
   }
   // Back to interleaved real pairs: Re(q' conj(k')) summed over pairs is then a real dot product.
-  return {reshape(view_as_real(qr), {b, n, h, d}), reshape(view_as_real(kr), {b, n, h, d})};
+  const int64_t width = config_.query_key_width();
+  return {reshape(view_as_real(qr), {b, n, h, width}), reshape(view_as_real(kr), {b, n, h, width})};
 }
 
 Tensor Attention::scores(const Tensor& x, int64_t offset) const {
-  auto [q, k] = rotated_qk(x, offset, scheme_->origin(offset + x.size(1)));
+  auto [q, k] = rotated_qk(x, offset, scheme_->origin(offset + x.size(1)), nullptr);
   return matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
 }
 
 Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, int64_t origin) const {
   const int64_t b = x.size(0), n = x.size(1), h = config_.n_heads, d = config_.head_dim();
-  std::pair<Tensor, Tensor> rotated = rotated_qk(x, offset, origin);  // named, not bound: clang 14 refuses structured bindings in lambdas
+  std::pair<Tensor, Tensor> rotated = rotated_qk(x, offset, origin, cache ? &cache->position_state : nullptr);  // named, not bound: clang 14 refuses structured bindings in lambdas
   Tensor &q = rotated.first, &k = rotated.second;
   Tensor v = reshape(wv->forward(x), {b, n, h, d});
   if (cache) {  // generation: append this chunk, attend over everything stored
@@ -89,7 +88,7 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, in
     k = ops::narrow(cache->keys, 1, 0, offset + n);
     v = ops::narrow(cache->values, 1, 0, offset + n);
   }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const double scale = scheme_->logit_factor() / std::sqrt(static_cast<double>(d));  // YaRN's factor, else 1
   const int64_t query_offset = cache ? offset : 0;  // without a cache the keys are this chunk's own
   const Tensor slopes = scheme_->slopes(x.device());
   // A probe must not change what it observes: the output (and so every
@@ -138,19 +137,25 @@ CausalLM::CausalLM(const ModelConfig& config, uint64_t seed) : config_(config) {
     const size_t dot = own[i].name.rfind('.');
     auto holder = register_module(own[i].name.substr(0, dot), std::make_shared<SchemeParameters>());
     position_parameters_.push_back(holder->add(own[i].name.substr(dot + 1), std::move(values[i])));
+    scheme_parameters_[own[i].name] = own[i];
   }
-  for (int64_t l = 0; l < config.n_layers; ++l)
+  for (int64_t l = 0; l < config.n_layers; ++l) {
     layers.push_back(register_module("layers." + std::to_string(l), std::make_shared<Block>(config, &gen, scheme_)));
+    for (const PositionParameter& p : scheme_->layer_parameters()) scheme_parameters_["layers." + std::to_string(l) + ".attn." + p.name] = p;
+  }
   norm_ = register_module("norm", std::make_shared<nn::RMSNorm>(config.d_model, config.norm_eps));
   if (!config.tie_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<nn::Linear>(config.d_model, config.vocab_size, false, DType::Float32, &gen));
 
   // GPT-2 style initialisation; residual projections scaled down with depth.
+  // A scheme's own parameters keep their initial values unless it asks for this draw.
   constexpr double kStd = 0.02;
   for (const auto& [name, p] : named_parameters()) {
+    const auto scheme_owned = scheme_parameters_.find(name);
+    const bool drawn = scheme_owned == scheme_parameters_.end() ? p.dim() == 2 : scheme_owned->second.drawn_as_weight;
     const bool residual = name.ends_with("attn.wo.weight") || name.ends_with("ffn.w2.weight");
     if (residual) nn::init_residual_(p, kStd, config.n_layers, &gen);
-    else if (p.dim() == 2 && !name.ends_with(".delta") && !name.ends_with(".phase_bias")) nn::init_normal_(p, kStd, &gen);
+    else if (drawn) nn::init_normal_(p, kStd, &gen);
   }
 }
 
@@ -199,7 +204,7 @@ Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) const {
   if (cache) cache->reserve(offset + n);
 
   Tensor x = scheme_->embed(tok_emb_->forward(ids), offset, position_parameters_);
-  const int64_t origin = cache ? cache->xpos_origin : scheme_->origin(n);
+  const int64_t origin = cache ? cache->origin : scheme_->origin(n);
   for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, offset, cache ? &cache->layers[l] : nullptr, origin);
   if (cache) cache->length += n;
   const Tensor& head = config_.tie_embeddings ? tok_emb_->weight : lm_head_->weight;
@@ -219,10 +224,10 @@ KVCache CausalLM::make_cache(int64_t batch, int64_t max_length) const {
   constexpr int64_t kFirstCapacity = 256;
   KVCache cache;
   cache.max_length = max_length;
-  cache.xpos_origin = scheme_->origin(max_length);
+  cache.origin = scheme_->origin(max_length);
   cache.capacity = std::min(max_length, kFirstCapacity);
   for (size_t l = 0; l < layers.size(); ++l)
-    cache.layers.push_back({zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device()),
+    cache.layers.push_back({zeros({batch, cache.capacity, config_.n_heads, config_.query_key_width()}, DType::Float32, device()),
                             zeros({batch, cache.capacity, config_.n_heads, config_.head_dim()}, DType::Float32, device())});
   return cache;
 }
@@ -241,6 +246,11 @@ void KVCache::reserve(int64_t positions) {
   capacity = grown;
 }
 
+void CausalLM::set_position_scaling(const PositionScaling& scaling) {
+  scheme_ = make_position_scheme(config_, scaling);
+  for (auto& layer : layers) layer->attn->set_positions(scheme_);
+}
+
 void CausalLM::to(Device device) { nn::Module::to(device); }
 
 Device CausalLM::device() const { return tok_emb_->weight.device(); }
@@ -253,23 +263,22 @@ void CausalLM::set_attention(AttentionImpl impl) {
   for (auto& layer : layers) layer->attn->attention = impl;
 }
 
-namespace {
-bool takes_no_decay(const std::string& name, const Tensor& p) {
-  return p.dim() < 2 || name.ends_with(".delta") || name.ends_with(".phase_bias") || name.ends_with(".beta");
+bool CausalLM::decays(const std::string& name, const Tensor& p) const {
+  const auto scheme_owned = scheme_parameters_.find(name);
+  return scheme_owned == scheme_parameters_.end() ? p.dim() >= 2 : scheme_owned->second.decays;
 }
-}  // namespace
 
 std::vector<std::pair<std::string, Tensor>> CausalLM::decayed_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& [name, p] : named_parameters())
-    if (!takes_no_decay(name, p)) out.emplace_back(name, p);
+    if (decays(name, p)) out.emplace_back(name, p);
   return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> CausalLM::undecayed_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& [name, p] : named_parameters())
-    if (takes_no_decay(name, p)) out.emplace_back(name, p);
+    if (!decays(name, p)) out.emplace_back(name, p);
   return out;
 }
 

@@ -16,7 +16,8 @@ namespace phasor {
 // Keys (already rotated) and values of one layer: positions 0..length-1 of
 // KVCache are filled, the rest is room to grow.
 struct LayerCache {
-  Tensor keys, values;  // [B, capacity, H, d]
+  Tensor keys, values;  // [B, capacity, H, query_key_width] and [B, capacity, H, d]
+  Tensor position_state{};  // the scheme's running state (RotationArgs::state); undefined until its first chunk
 };
 // The cache grows as it fills (CausalLM::forward calls reserve), so its memory
 // follows the positions actually stored, not the length a request might reach.
@@ -25,7 +26,7 @@ struct KVCache {
   int64_t length = 0;        // positions already stored
   int64_t capacity = 0;      // positions allocated
   int64_t max_length = 0;    // the most positions it may hold: the request it was made for
-  int64_t xpos_origin = 0;   // where xpos measures its scales from (PositionScheme::origin(max_length)), fixed for the cache's life
+  int64_t origin = 0;        // where the scheme measures positions from (PositionScheme::origin(max_length)), fixed for the cache's life
   // Makes room for `positions` positions: the capacity at least doubles (to at
   // least `positions`, at most max_length), the stored positions are copied.
   // A request past max_length is an error.
@@ -36,8 +37,8 @@ struct KVCache {
 // attention (models/probe.h): set Attention::probe and the next forward fills
 // it. With grad mode on, the query/key tensors also keep their .grad.
 struct AttentionProbe {
-  Tensor q, k;                    // complex [B, N, H, P] views of the projections, before the rotation (rotary variants)
-  Tensor q_rotated, k_rotated;    // complex [B, N, H, P], after it
+  Tensor q, k;                    // complex [B, N, H, P] views of the projections, before the rotation (rotary variants; pope: real [B, N, H, d])
+  Tensor q_rotated, k_rotated;    // complex [B, N, H, P], after it (pope: [B, N, H, d])
   Tensor q_r, q_phi, k_r, k_phi;  // real [B, N, H, P]: the Euler transform (complexformer, RotationImpl::Composed only)
   Tensor probs;                   // attention probabilities [B, H, N, keys], when keep_probs
   bool keep_probs = false;        // computed beside the forward pass, without gradients
@@ -63,14 +64,21 @@ class Attention : public nn::Module {
   Tensor scores(const Tensor& x, int64_t offset) const;
 
   std::shared_ptr<nn::Linear> wq, wk, wv, wo;
-  Tensor delta, phase_bias, beta;  // complexformer's (its scheme's layer parameters by name); undefined otherwise
+  // The scheme's own parameters of this layer, in its layer_parameters() order.
+  const std::vector<Tensor>& position_parameters() const { return position_parameters_; }
+  // One of them by its name ("delta"); throws phasor::Error where the scheme has none of that name.
+  const Tensor& position_parameter(std::string_view name) const;
+  const PositionScheme& positions() const { return *scheme_; }
+  // Replaces the scheme (CausalLM::set_position_scaling: the same variant, other frequencies).
+  void set_positions(std::shared_ptr<const PositionScheme> scheme) { scheme_ = std::move(scheme); }
   RotationImpl rotation = RotationImpl::Fused;
   AttentionImpl attention = AttentionImpl::Fused;  // a probe changes no number: its probabilities are computed beside
   std::shared_ptr<AttentionProbe> probe;  // null: nothing is kept (the default)
 
  private:
-  // Queries and keys after the variant's rotation, as real [B, N, H, d] tensors.
-  std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset, int64_t origin) const;
+  // Queries and keys after the variant's rotation, as real [B, N, H, d] tensors;
+  // `state`: a KV cache's running state of the scheme, or null.
+  std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset, int64_t origin, Tensor* state) const;
 
   ModelConfig config_;
   std::shared_ptr<const PositionScheme> scheme_;
@@ -109,9 +117,15 @@ class CausalLM : public nn::Module {
   void set_attention(AttentionImpl impl);
   const ModelConfig& config() const { return config_; }
   const PositionScheme& positions() const { return *scheme_; }
+  // Context extension or the angle warm-up (models/rotary_scaling.h) from now
+  // on, for every layer; phasor::Error (nothing changed) where this variant
+  // cannot take it. The parameters are untouched.
+  void set_position_scaling(const PositionScaling& scaling);
+  const PositionScaling& position_scaling() const { return scheme_->scaling(); }
   std::vector<std::shared_ptr<Block>> layers;
 
-  // Parameter groups for AdamW: 2-d weights decay; norms, delta, phase_bias and beta do not.
+  // Parameter groups for AdamW: 2-d weights decay, norms do not, and a position
+  // scheme's own parameters as it declares (PositionParameter::decays).
   std::vector<std::pair<std::string, Tensor>> decayed_parameters() const;
   std::vector<std::pair<std::string, Tensor>> undecayed_parameters() const;
 
@@ -123,6 +137,8 @@ class CausalLM : public nn::Module {
   std::shared_ptr<const PositionScheme> scheme_;  // one for every layer
   std::shared_ptr<nn::Embedding> tok_emb_;
   std::vector<Tensor> position_parameters_;  // the scheme's model parameters (pos_emb.weight), in its order
+  std::map<std::string, PositionParameter> scheme_parameters_;  // every parameter a scheme added, by its full name
+  bool decays(const std::string& name, const Tensor& p) const;
   std::shared_ptr<nn::RMSNorm> norm_;
   std::shared_ptr<nn::Linear> lm_head_;
 };

@@ -208,7 +208,7 @@ TEST_CASE("dL/dr and dL/dphi equal the composed rotation's autograd gradients an
     model->loss(from_vector(b.inputs, {1, kSeqLen}), from_vector(b.targets, {1, kSeqLen})).backward();
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const AttentionProbe& p = probes.layer(static_cast<size_t>(l));
-      const EulerGradients mine = euler_gradients(p, model->layers[l]->attn->delta);
+      const EulerGradients mine = euler_gradients(p, *model->layers[l]->attn);
       const std::string prefix = "layers." + std::to_string(l) + ".attn.";
       const std::tuple<const char*, Tensor, Tensor> triples[] = {{"q_grad_r", p.q_r, mine.q_r},
                                                                  {"q_grad_phi", p.q_phi, mine.q_phi},
@@ -255,7 +255,7 @@ TEST_CASE("dL/dr and dL/dphi equal the composed rotation's autograd gradients an
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".attn.";
     NoGradGuard no_grad;
-    const Tensor via_phi = sum(find(g.activations, prefix + "q_grad_phi"), {0}) / model->layers[l]->attn->delta;
+    const Tensor via_phi = sum(find(g.activations, prefix + "q_grad_phi"), {0}) / model->layers[l]->attn->position_parameter("delta");
     const Tensor direct = find(g.parameters, prefix + "phase_bias");
     CHECK(max_abs_diff(via_phi, direct) <= 1e-10 * max_abs(direct));
   }
@@ -388,7 +388,7 @@ TEST_CASE("train --log-heads logs the per-head gradient norms of the logged step
   const ProbeScope probes(model);
   model.loss(from_vector(b.inputs, {b.batch, b.seq_len}), from_vector(b.targets, {b.batch, b.seq_len})).backward();
   for (int64_t l = 0; l < o.model.n_layers; ++l) {
-    const EulerGradientNorms n = euler_gradient_norms(euler_gradients(probes.layer(static_cast<size_t>(l)), model.layers[l]->attn->delta));
+    const EulerGradientNorms n = euler_gradient_norms(euler_gradients(probes.layer(static_cast<size_t>(l)), *model.layers[l]->attn));
     const auto& layer = logged[0]["heads"][l];
     for (int64_t h = 0; h < o.model.n_heads; ++h) {
       CAPTURE(l);

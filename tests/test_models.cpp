@@ -87,8 +87,8 @@ TEST_CASE("fused and composed ComplexFormer rotations agree on values and every 
   for (auto* m : {&fused, &composed})
     for (auto& layer : m->layers) {
       Generator g(5);
-      ops::copy_(layer->attn->phase_bias, normal(layer->attn->phase_bias.shape(), 0.0, 0.3, DType::Float32, &g));
-      ops::copy_(layer->attn->beta, normal(layer->attn->beta.shape(), 1.0, 0.2, DType::Float32, &g));
+      ops::copy_(layer->attn->position_parameter("phase_bias"), normal(layer->attn->position_parameter("phase_bias").shape(), 0.0, 0.3, DType::Float32, &g));
+      ops::copy_(layer->attn->position_parameter("beta"), normal(layer->attn->position_parameter("beta").shape(), 1.0, 0.2, DType::Float32, &g));
     }
   const Tensor tokens = random_tokens(2, 16, 1), targets = random_tokens(2, 16, 2);
   const Tensor lf = fused.forward(tokens), lc = composed.forward(tokens);
@@ -187,7 +187,7 @@ TEST_CASE("every variant trains: loss starts near log(V) and falls on a repeated
 }
 
 TEST_CASE("position variants: one table of names and properties") {
-  const std::vector<std::string> spec = {"complexformer", "rope", "xpos", "alibi", "sinusoidal", "learned", "none"};
+  const std::vector<std::string> spec = {"complexformer", "rope", "xpos", "carope", "pope", "alibi", "sinusoidal", "learned", "none"};
   REQUIRE(all_positions().size() == spec.size());
   for (size_t i = 0; i < spec.size(); ++i) {
     const Position p = all_positions()[i];
@@ -197,15 +197,16 @@ TEST_CASE("position variants: one table of names and properties") {
     os << p;
     CHECK(os.str() == spec[i]);
   }
-  CHECK(position_names("|") == "complexformer|rope|xpos|alibi|sinusoidal|learned|none");
+  CHECK(position_names("|") == "complexformer|rope|xpos|carope|pope|alibi|sinusoidal|learned|none");
   CHECK_THROWS_WITH_AS(parse_position("Rope"),
-                       "config: unknown position 'Rope' (expected complexformer, rope, xpos, alibi, sinusoidal, learned or none)", Error);
+                       "config: unknown position 'Rope' (expected complexformer, rope, xpos, carope, pope, alibi, sinusoidal, learned or none)", Error);
   CHECK_THROWS_WITH_AS(parse_position(""), doctest::Contains("unknown position ''"), Error);
   // The properties, as the spec assigns them.
   for (Position p : all_positions()) {
     CAPTURE(p);
     const PositionVariant& v = position_variant(p);
-    CHECK(v.rotary == (p == Position::ComplexFormer || p == Position::Rope || p == Position::XPos));
+    CHECK(v.rotary == (p == Position::ComplexFormer || p == Position::Rope || p == Position::XPos || p == Position::CARoPE));
+    CHECK(v.complex_components == (p == Position::PoPE));
     CHECK(v.alibi_bias == (p == Position::Alibi));
     CHECK(v.embedding == (p == Position::Learned ? PositionEmbedding::Learned
                           : p == Position::Sinusoidal ? PositionEmbedding::Sinusoidal : PositionEmbedding::None));
@@ -250,7 +251,7 @@ TEST_CASE("positions far out: xpos measures its scales from the middle of a long
   const Tensor tokens = random_tokens(1, 80, 6);
   const Tensor plain = model.forward(tokens);
   KVCache cache = model.make_cache(1, 65536);
-  REQUIRE(cache.xpos_origin == 32768);
+  REQUIRE(cache.origin == 32768);
   const Tensor cached = model.forward(tokens, &cache);
   CHECK(max_abs_diff(cached, plain) <= 1e-5 * max_abs(plain));
   CHECK(contains(error_of([&] { model.make_cache(1, 70000); }), "exceeds the 67027 positions an 'xpos' model"));

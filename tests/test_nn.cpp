@@ -39,6 +39,8 @@ int64_t spec_parameter_count(const ModelConfig& c) {
   const int64_t V = c.vocab_size, D = c.d_model, L = c.n_layers, F = c.d_ff, H = c.n_heads, P = c.pairs();
   int64_t per_layer = D /*attn_norm*/ + 4 * D * D /*wq wk wv wo*/ + D /*ffn_norm*/ + 3 * D * F /*w1 w2 w3*/;
   if (c.position == Position::ComplexFormer) per_layer += 2 * H * P + H;  // delta, phase_bias, beta
+  if (c.position == Position::CARoPE) per_layer += H * D;                 // carope_w
+  if (c.position == Position::PoPE) per_layer += H * c.head_dim();        // pope_bias
   int64_t n = V * D + L * per_layer + D /*norm*/;
   if (c.position == Position::Learned) n += c.max_seq_len * D;
   if (!c.tie_embeddings) n += V * D;

@@ -621,3 +621,95 @@ TEST_CASE("plot writes an SVG of a run's loss curve") {
   CHECK(named.find(">baseline</text>") != std::string::npos);
   check_clear_failure(phasor_cli("plot " + quote(run) + " " + quote(other) + " --label one --out " + quote(both)), "one per run");
 }
+
+// ============================================================== the rivals' options
+
+namespace {
+// The "position_scaling" a model file records, or null.
+Json recorded_scaling(const fs::path& model_file) {
+  std::map<std::string, std::string> metadata;
+  nn::load_tensors(model_file.string(), &metadata);
+  const auto it = metadata.find("position_scaling");
+  return it == metadata.end() ? Json() : Json::parse(it->second);
+}
+double eval_loss(const fs::path& model_file, const std::string& flags) {
+  const Cli e = phasor_cli("eval --checkpoint " + quote(model_file) + " --data " + quote(data_file()) + " --seq-len 64 --max-windows 4 --json " +
+                           flags);
+  REQUIRE_MESSAGE(e.status == 0, e.err);
+  return Json::parse(e.out).at("loss").get<double>();
+}
+}  // namespace
+
+TEST_CASE("--angle-warmup 0 trains bit for bit as without it; a warm-up changes training, never what the checkpoint means") {
+  const fs::path plain = fresh_dir("warm_plain") / "run", zero = fresh_dir("warm_zero") / "run", warm = fresh_dir("warm_on") / "run";
+  const std::string common = "--position rope --steps 6 --seed 4";
+  REQUIRE(phasor_cli(train_args(plain, common)).status == 0);
+  REQUIRE(phasor_cli(train_args(zero, common + " --angle-warmup 0")).status == 0);
+  const Cli w = phasor_cli(train_args(warm, common + " --angle-warmup 4"));
+  REQUIRE_MESSAGE(w.status == 0, w.err);
+  check_same_tensors(latest_folder(plain) / "model.safetensors", latest_folder(zero) / "model.safetensors");
+  const auto a = load_model((latest_folder(plain) / "model.safetensors").string());
+  const auto b = load_model((latest_folder(warm) / "model.safetensors").string());
+  CHECK(a->state_dict().at("tok_emb.weight").to_vector<float>() != b->state_dict().at("tok_emb.weight").to_vector<float>());
+  // The checkpoint records the trained length and no warm-up; the run's config records the option.
+  const Json s = recorded_scaling(latest_folder(warm) / "model.safetensors");
+  CHECK(s.at("method") == "none");
+  CHECK(s.at("original_length") == 32);
+  CHECK(!s.contains("warmup"));
+  CHECK(Json::parse(read_bytes(warm / "config.json")).at("angle_warmup") == 4);
+  CHECK(!Json::parse(read_bytes(plain / "config.json")).contains("angle_warmup"));
+}
+
+TEST_CASE("eval --rope-scaling: pi, ntk and yarn change a rope model's loss past its length; the default is the checkpoint's own") {
+  const fs::path run = fresh_dir("scaled_eval") / "run";
+  REQUIRE(phasor_cli(train_args(run, "--position rope --steps 4 --seed 2")).status == 0);
+  const fs::path model = latest_folder(run) / "model.safetensors";
+  const double plain = eval_loss(model, "");
+  CHECK(eval_loss(model, "--rope-scaling none") == plain);
+  for (const char* method : {"pi", "ntk", "yarn"}) {
+    CAPTURE(method);
+    CHECK(eval_loss(model, std::string("--rope-scaling ") + method + " --rope-factor 2") != plain);
+  }
+  // yarn reads the trained length the checkpoint records (32): --original-length 64 is another model.
+  CHECK(eval_loss(model, "--rope-scaling yarn --rope-factor 2") != eval_loss(model, "--rope-scaling yarn --rope-factor 2 --original-length 64"));
+}
+
+TEST_CASE("train --init-from --rope-scaling pi fine-tunes at a longer length and records the scaling, which eval then applies") {
+  const fs::path base = fresh_dir("ft_base") / "run", tuned = fresh_dir("ft_tuned") / "run";
+  REQUIRE(phasor_cli(train_args(base, "--position complexformer --steps 3 --seed 6")).status == 0);
+  const fs::path base_model = latest_folder(base) / "model.safetensors";
+  const Cli t = phasor_cli(train_args(tuned, "--steps 2 --seed 6 --init-from " + quote(base_model) + " --rope-scaling pi --rope-factor 2",
+                                      {{"--seq-len", "64"}}));
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  const fs::path tuned_model = latest_folder(tuned) / "model.safetensors";
+  const Json s = recorded_scaling(tuned_model);
+  CHECK(s.at("method") == "pi");
+  CHECK(s.at("factor") == 2.0);
+  CHECK(s.at("original_length") == 32);  // the base model's training length, not the fine-tuning's
+  CHECK(eval_loss(tuned_model, "") == eval_loss(tuned_model, "--rope-scaling pi --rope-factor 2"));
+  CHECK(eval_loss(tuned_model, "") != eval_loss(tuned_model, "--rope-scaling none"));
+}
+
+TEST_CASE("context extension: bad input is one line on stderr, a non-zero exit, and nothing written") {
+  const fs::path run = fresh_dir("scaled_bad") / "run";
+  REQUIRE(phasor_cli(train_args(run, "--position alibi --steps 2")).status == 0);
+  const fs::path model = latest_folder(run) / "model.safetensors";
+  const auto refused = [](const std::string& args, const std::string& message) {
+    const Cli c = phasor_cli(args);
+    CHECK(c.status != 0);
+    CHECK_MESSAGE(c.err.find(message) != std::string::npos, c.err);
+    CHECK_MESSAGE(std::count(c.err.begin(), c.err.end(), '\n') == 1, c.err);
+  };
+  const std::string eval = "eval --checkpoint " + quote(model) + " --data " + quote(data_file()) + " --seq-len 64 ";
+  refused(eval + "--rope-scaling pi --rope-factor 2", "--rope-scaling pi does not apply to a 'alibi' model");
+  const Cli unknown = phasor_cli(eval + "--rope-scaling linear");  // CLI11's refusal of a value outside the list
+  CHECK(unknown.status != 0);
+  CHECK(unknown.err.find("--rope-scaling: linear not in {none,pi,ntk,yarn}") != std::string::npos);
+  refused(eval + "--rope-factor 0.5 --rope-scaling pi", "--rope-factor");
+  const fs::path none_run = fresh_dir("scaled_bad_out") / "run";
+  refused(train_args(none_run, "--position none --angle-warmup 5 --steps 2"), "--angle-warmup applies to the variants whose positions are rotary phases");
+  CHECK(!fs::exists(none_run));
+  refused(train_args(none_run, "--position carope --rope-scaling yarn --rope-factor 2 --steps 2"),
+          "--rope-scaling yarn does not apply to a 'carope' model");
+  CHECK(!fs::exists(none_run));
+}

@@ -5,6 +5,7 @@
 
 #include "app/attention_map.h"
 #include "app/cli/command.h"
+#include "app/cli/scaling_flags.h"
 #include "app/output_path.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
@@ -27,6 +28,7 @@ class Attention final : public Command {
     flags.option("--layer", layer_, "layer index, from 0").required();
     flags.option("--head", head_, "head index, from 0").required();
     flags.option("--out", out_, "output SVG file").required();
+    scaling_.add(flags);
   }
 
   int run(const Flags& flags) override {
@@ -34,6 +36,7 @@ class Attention final : public Command {
     check_output_path("attention", "--out", out_, {{"--checkpoint", checkpoint_}, {"--text-file", text_file_}});
     const std::string text = text_file_.empty() ? text_ : read_file_bytes(text_file_, 1u << 20, "1 MiB for an attention map's text");
     const auto model = load_model(checkpoint_);
+    model->set_position_scaling(scaling_.over(model->position_scaling()));
     const std::vector<int64_t> ids = ByteTokenizer().encode(text);
     const Tensor map = attention_map(*model, ids, layer_, head_);
     const std::string title = "layer " + std::to_string(layer_) + ", head " + std::to_string(head_) + " (" +
@@ -44,6 +47,7 @@ class Attention final : public Command {
   }
 
  private:
+  ScalingFlags scaling_;
   std::string checkpoint_, text_, text_file_, out_;
   int64_t layer_ = 0, head_ = 0;
 };

@@ -8,6 +8,7 @@
 #include "app/checkpoint_path.h"
 #include "app/cli/command.h"
 #include "app/cli/precision_flag.h"
+#include "app/cli/scaling_flags.h"
 #include "app/evaluate.h"
 #include "app/output_path.h"
 #include "models/data/corpus.h"
@@ -34,12 +35,14 @@ class Eval final : public Command {
         .within(int64_t{0}, int64_t{100'000});
     flags.flag("--json", json_, "print one JSON object");
     precision_.add(flags);
+    scaling_.add(flags);
   }
 
   int run(const Flags&) override {
     const nn::PrecisionScope precision(precision_.value());
-    const std::string data = data_to_score();
     const auto model = load_model(checkpoint_);
+    model->set_position_scaling(scaling_.over(model->position_scaling()));  // refused before any note is printed
+    const std::string data = data_to_score();
     check_positions_fit(model->config(), seq_len_, "eval: --seq-len");
     const EvalResult r = evaluate(*model, ByteTokenizer().encode(load_text(data)), seq_len_, max_windows_, batch_);
     nlohmann::json out = {{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"windows", r.windows}, {"seq_len", r.seq_len}};
@@ -83,6 +86,7 @@ class Eval final : public Command {
   }
 
   PrecisionFlag precision_;
+  ScalingFlags scaling_;
   std::string checkpoint_, data_;
   int64_t seq_len_ = 128, max_windows_ = 0, batch_ = 8, arith_problems_ = 0;
   bool json_ = false;

@@ -5,6 +5,7 @@
 
 #include "app/cli/command.h"
 #include "app/cli/precision_flag.h"
+#include "app/cli/scaling_flags.h"
 #include "app/cli/standard_output.h"
 #include "app/evaluate.h"
 #include "models/model_io.h"
@@ -29,11 +30,13 @@ class Generate final : public Command {
         .within(int64_t{1}, int64_t{10'000});
     flags.option("--seed", sample_.seed, "seed of the sampling (default 0)");
     precision_.add(flags);
+    scaling_.add(flags);
   }
 
   int run(const Flags&) override {
     const nn::PrecisionScope precision(precision_.value());
     const auto model = load_model(checkpoint_);
+    model->set_position_scaling(scaling_.over(model->position_scaling()));
     // An empty prompt starts a new line: the model needs one token to condition on, and is not shown it.
     const std::vector<int64_t> ids = encode_prompt(prompt_.empty() ? std::string("\n") : prompt_, model->config().vocab_size);
     for (int64_t i = 0; i < samples_; ++i) {
@@ -62,6 +65,7 @@ class Generate final : public Command {
 
  private:
   PrecisionFlag precision_;
+  ScalingFlags scaling_;
   std::string checkpoint_, prompt_;
   SampleOptions sample_;
   int64_t samples_ = 1;

@@ -21,8 +21,9 @@ class Sweep final : public Command {
   void add_flags(Flags& flags) override {
     flags.option("--preset", preset_,
                  "quick (a 2-core CPU, under 40 minutes), long (long context to 65,536 positions, 2 cores, about an hour), full (a GPU) "
-                 "or scale (three model sizes in bf16, 2 cores, at most 6 hours: run it in pieces with --stop-after)")
-        .one_of({"quick", "long", "full", "scale"});
+                 "scale (three model sizes in bf16, 2 cores, at most 6 hours: run it in pieces with --stop-after) or rivals "
+                 "(complexformer beside rope, pope and carope at quick's size, every task at 1x, 4x and 16x the training length, with PI and YaRN)")
+        .one_of({"quick", "long", "full", "scale", "rivals"});
     flags.option("--out", out_, "folder of the sweep; rerunning continues it").required();
     flags.option("--jobs", jobs_, "cells trained at once (default: the preset's)").within(1, 256);
     flags.option("--steps", steps_, "training steps per cell (default: the preset's)").within(int64_t{1}, int64_t{1'000'000'000'000});

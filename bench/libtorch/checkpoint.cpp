@@ -52,6 +52,18 @@ ModelConfig config_of(const safetensors::Contents& contents, const std::string& 
   }
   ModelConfig c = model_config_from_json(j);
   c.validate();
+  // The twin runs the trained frequencies only: a model saved with a context
+  // extension would be evaluated as another model, silently.
+  const auto scaling = contents.metadata.find("position_scaling");
+  if (scaling != contents.metadata.end()) {
+    std::string method;
+    try {
+      method = nlohmann::json::parse(scaling->second).at("method").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      fail(path, ": metadata \"position_scaling\" is not valid: ", e.what());
+    }
+    PHASOR_CHECK(method == "none", path, ": the LibTorch version runs no context extension; this model was saved with --rope-scaling ", method);
+  }
   return c;
 }
 

@@ -14,13 +14,15 @@ namespace {
 
 torch::nn::Linear linear(int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); }
 
-// What a rotation takes: q and k as complex [B, N, H, P] views, the first
-// position, and the layer's position parameters in the scheme's order.
+// What a rotation takes: q and k as complex [B, N, H, P] views (pope: the real
+// projections [B, N, H, d]), the first position, and the layer's position
+// parameters in the scheme's order.
 struct RotationInput {
   torch::Tensor q, k;
   int64_t offset;
   const ModelConfig& config;
   const std::vector<torch::Tensor>& parameters;
+  const torch::Tensor& x;  // the layer's normalised input [B, N, D]
 };
 using Rotated = std::pair<torch::Tensor, torch::Tensor>;
 
@@ -61,10 +63,37 @@ Rotated complexformer(const RotationInput& in) {
   return {torch::polar(r_q, delta * phi_q + phase_bias + position_angle), torch::polar(r_k, delta * phi_k + position_angle)};
 }
 
+// carope: f = 1 / (1 + softplus(carope_w_h . x_t)) per head and token, and
+// pair j turned by the running sum over the window of f^j (torch::cumsum).
+Rotated carope(const RotationInput& in) {
+  const int64_t P = in.q.size(3);
+  const auto u = torch::matmul(in.x, in.parameters.at(0).t());  // [B, N, H]
+  const auto log_f = -torch::log1p(torch::softplus(u));
+  const auto j = torch::arange(P, u.options());
+  const auto phi = torch::cumsum(torch::exp(log_f.unsqueeze(-1) * j), 1);  // [B, N, H, P]
+  const auto turn = torch::polar(torch::ones_like(phi), phi);
+  return {in.q * turn, in.k * turn};
+}
+
+// pope: softplus(q_c) e^{i m theta_c} and softplus(k_c) e^{i (n theta_c - pope_bias_{h,c})},
+// theta_c = rope_base^(-c/d) over the d components, phases in float64 rounded once.
+Rotated pope(const RotationInput& in) {
+  const int64_t N = in.q.size(1), d = in.q.size(3);
+  const auto device = in.q.device();
+  const auto c = torch::arange(d, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  const auto theta = torch::pow(in.config.rope_base, -c / static_cast<double>(d));
+  const auto angles = positions(N, in.offset, device).unsqueeze(1) * theta;  // [N, d]
+  const auto complex_dtype = c10::toComplexType(in.q.scalar_type());
+  const auto turn = torch::polar(torch::ones_like(angles), angles).to(complex_dtype).unsqueeze(1);  // [N, 1, d]
+  const auto& bias = in.parameters.at(0);                                                       // [H, d]
+  const auto unturn_bias = torch::polar(torch::ones_like(bias), -bias);
+  return {torch::softplus(in.q) * turn, torch::softplus(in.k) * (turn * unturn_bias)};
+}
+
 // The twin of each scheme's rotation (models/positions.cpp), one per row of
 // kPositionVariants in its order; null where the variant does not rotate.
 constexpr std::array<Rotated (*)(const RotationInput&), kPositionVariants.size()> kRotations = {
-    complexformer, rope, xpos, nullptr, nullptr, nullptr, nullptr,
+    complexformer, rope, xpos, carope, pope, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // namespace
@@ -94,8 +123,8 @@ AttentionImpl::AttentionImpl(const ModelConfig& config)
   if (config.variant().alibi_bias)
     alibi_slopes = register_buffer("alibi_slopes", torch::tensor(torch_ref::alibi_slopes(config.n_heads), torch::kFloat64));
   const auto rotation = kRotations[static_cast<size_t>(config.position)];
-  PHASOR_CHECK((rotation != nullptr) == config.is_rotary(), "torch_ref::Attention: kRotations disagrees with the variant table on '",
-               config.position, "'");
+  PHASOR_CHECK((rotation != nullptr) == (config.is_rotary() || config.variant().complex_components),
+               "torch_ref::Attention: kRotations disagrees with the variant table on '", config.position, "'");
 }
 
 torch::Tensor AttentionImpl::split_heads(const torch::Tensor& t) const {
@@ -108,10 +137,13 @@ std::pair<torch::Tensor, torch::Tensor> AttentionImpl::rotated_qk(const torch::T
   if (rotation == nullptr) return {split_heads(q), split_heads(k)};
 
   const int64_t B = x.size(0), N = x.size(1), H = config.n_heads, P = config.pairs(), d = config.head_dim();
-  // z(u)_j = u_{2j} + i u_{2j+1}: a zero-copy complex view [B, N, H, P].
-  const auto complex_view = [&](const torch::Tensor& t) { return torch::view_as_complex(t.view({B, N, H, P, 2})); };
-  const auto back_to_real = [&](const torch::Tensor& z) { return torch::view_as_real(z).reshape({B, N, H, d}).transpose(1, 2); };
-  const auto [q_rotated, k_rotated] = rotation({complex_view(q), complex_view(k), pos_offset, config, position_parameters});
+  // z(u)_j = u_{2j} + i u_{2j+1}: a zero-copy complex view [B, N, H, P] (pope reads the real components).
+  const auto complex_view = [&](const torch::Tensor& t) {
+    return config.is_rotary() ? torch::view_as_complex(t.view({B, N, H, P, 2})) : t.view({B, N, H, d});
+  };
+  const int64_t width = config.query_key_width();
+  const auto back_to_real = [&](const torch::Tensor& z) { return torch::view_as_real(z).reshape({B, N, H, width}).transpose(1, 2); };
+  const auto [q_rotated, k_rotated] = rotation({complex_view(q), complex_view(k), pos_offset, config, position_parameters, x});
   return {back_to_real(q_rotated), back_to_real(k_rotated)};
 }
 

@@ -36,7 +36,7 @@ Model::Model(const ModelConfig& config, uint64_t seed) : config_(config) {
 torch::Device Model::device() const { return tok_emb->weight.device(); }
 
 bool is_no_decay(const std::string& name) {
-  return ends_with(name, ".delta") || ends_with(name, ".phase_bias") || ends_with(name, ".beta") ||
+  return ends_with(name, ".delta") || ends_with(name, ".phase_bias") || ends_with(name, ".beta") || ends_with(name, ".pope_bias") ||
          ends_with(name, "norm.weight");
 }
 
@@ -54,7 +54,7 @@ void Model::initialize(uint64_t seed) {
     auto& p = item.value();
     if (ends_with(name, "norm.weight") || ends_with(name, ".beta")) {
       p.fill_(1.0);
-    } else if (ends_with(name, ".phase_bias")) {
+    } else if (ends_with(name, ".phase_bias") || ends_with(name, ".pope_bias")) {
       p.fill_(0.0);
     } else if (ends_with(name, ".delta")) {
       if (paper) normal(p, delta_std);
