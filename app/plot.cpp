@@ -297,6 +297,9 @@ constexpr HeadMetricInfo kHeadMetrics[] = {
     {"q_grad_r_norm", "queries: |dL/dr|", "log10 norm", true},
     {"k_grad_phi_norm", "keys: |dL/dphi|", "log10 norm", true},
     {"k_grad_r_norm", "keys: |dL/dr|", "log10 norm", true},
+    // complexformer-seed: the gates of its semantic and positional terms.
+    {"alpha_gate", "sigmoid(alpha), gate of the semantic term", "gate", false},
+    {"beta_gate", "sigmoid(beta), gate of the relative-position bias", "gate", false},
 };
 
 const HeadMetricInfo* head_metric(const std::string& key) {
@@ -384,7 +387,7 @@ HeadLog read_head_log(const std::string& run_dir) {
     }
   });
   PHASOR_CHECK(!values.empty(), "plot --heads: '", log_path,
-               "' has no per-head statistics (train a complexformer with --log-heads)");
+               "' has no per-head statistics (train a complexformer or complexformer-seed with --log-heads)");
   for (const HeadMetricInfo& info : kHeadMetrics) {
     auto found = values.find(info.key);
     if (found == values.end()) continue;

@@ -43,7 +43,7 @@ using nlohmann::json;
 // with each initialisation of CMHA.
 const std::vector<std::string_view> kMainGridVariants = {"complexformer", "rope", "xpos", "alibi", "none"};
 // ComplexFormer's newer rivals beside it and RoPE (the `rivals` preset).
-const std::vector<std::string_view> kRivalVariants = {"complexformer", "rope", "pope", "carope"};
+const std::vector<std::string_view> kRivalVariants = {"complexformer", "rope", "pope", "carope", "complexformer-seed"};
 
 static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff, const std::vector<std::string_view>& names = kMainGridVariants) {
   std::vector<SweepVariant> grid;

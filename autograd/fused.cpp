@@ -9,6 +9,8 @@
 // never takes that path.
 #include "autograd/fused.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "autograd/functions.h"
@@ -176,41 +178,57 @@ Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, con
 
 // The backward recomputes the probabilities from q, k, v and the saved
 // log-sum-exps (FlashAttention-2): nothing of size Nq x Nk is saved.
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset, const Tensor& slopes) {
-  const ops::AttentionParams params{scale, offset, slopes};
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset, const Tensor& slopes,
+                        const Tensor& distance_bias) {
+  const ops::AttentionParams params{scale, offset, slopes, distance_bias};
   ops::AttentionResult r = ops::causal_attention(q, k, v, params);
-  return record("causal_attention", r.out, {q, k, v},
+  return record("causal_attention", r.out, {q, k, v, distance_bias},
                 [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(r.out), sl = SavedTensor(r.logsumexp),
-                 params](const Tensor& g) -> Grads {
+                 sb = SavedTensor(distance_bias), scale, offset, slopes](const Tensor& g) -> Grads {
                   if (create_graph())
                     return reference_backward([&](const std::vector<Tensor>& in) {
-                      return materialized_attention(in[0], in[1], in[2], params.scale, params.offset, params.slopes);
-                    }, {sq.get(), sk.get(), sv.get()}, g);
-                  ops::AttentionGrads d = ops::causal_attention_backward(g, sq.get(), sk.get(), sv.get(), {so.get(), sl.get()}, params);
-                  return {d.dq, d.dk, d.dv};
+                      return materialized_attention(in[0], in[1], in[2], scale, offset, slopes, nullptr, in[3]);
+                    }, {sq.get(), sk.get(), sv.get(), sb.get()}, g);
+                  const ops::AttentionParams p{scale, offset, slopes, sb.get()};
+                  ops::AttentionGrads d = ops::causal_attention_backward(g, sq.get(), sk.get(), sv.get(), {so.get(), sl.get()}, p);
+                  return {d.dq, d.dk, d.dv, d.ddistance_bias};
                 });
 }
 
 Tensor causal_attention_in(DType inputs, const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset,
-                           const Tensor& slopes) {
-  if (inputs == q.dtype()) return causal_attention(q, k, v, scale, offset, slopes);
-  const ops::AttentionParams params{scale, offset, slopes};
+                           const Tensor& slopes, const Tensor& distance_bias) {
+  if (inputs == q.dtype()) return causal_attention(q, k, v, scale, offset, slopes, distance_bias);
+  const ops::AttentionParams params{scale, offset, slopes, distance_bias};
   const Tensor qs = ops::to(q, inputs), ks = ops::to(k, inputs), vs = ops::to(v, inputs);
   ops::AttentionResult r = ops::causal_attention(qs, ks, vs, params);
   // The gradients come back in the kernels' float32; the engine gives each input its own dtype.
-  return record("causal_attention_in", r.out, {q, k, v},
-                [qs, ks, vs, so = SavedTensor(r.out), sl = SavedTensor(r.logsumexp), params](const Tensor& g) -> Grads {
+  return record("causal_attention_in", r.out, {q, k, v, distance_bias},
+                [qs, ks, vs, so = SavedTensor(r.out), sl = SavedTensor(r.logsumexp), sb = SavedTensor(distance_bias), scale, offset,
+                 slopes](const Tensor& g) -> Grads {
                   PHASOR_CHECK(!create_graph(), "causal_attention_in: no second order through mixed precision (create_graph)");
-                  ops::AttentionGrads d = ops::causal_attention_backward(g, qs, ks, vs, {so.get(), sl.get()}, params);
-                  return {d.dq, d.dk, d.dv};
+                  const ops::AttentionParams p{scale, offset, slopes, sb.get()};
+                  ops::AttentionGrads d = ops::causal_attention_backward(g, qs, ks, vs, {so.get(), sl.get()}, p);
+                  return {d.dq, d.dk, d.dv, d.ddistance_bias};
                 });
 }
 
 // Scores = Re(q' k'^H) = q_real k_real^T over the interleaved layout: one real GEMM per (batch, head).
+// A distance bias is gathered into [H, Nq, Nk] (0 where the key is past the query, which the softmax masks).
 Tensor materialized_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset, const Tensor& slopes,
-                              Tensor* probs) {
-  const Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
-  const Tensor p = attention_softmax(s, scale, offset, slopes);
+                              Tensor* probs, const Tensor& distance_bias) {
+  Tensor s = matmul(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}), MatOp::None, MatOp::Transpose);
+  double softmax_scale = scale;
+  if (distance_bias.defined()) {
+    const int64_t nq = q.size(1), nk = k.size(1), last = distance_bias.size(1) - 1;
+    std::vector<int64_t> bin(static_cast<size_t>(nq * nk));
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t n = 0; n < nk; ++n) bin[static_cast<size_t>(i * nk + n)] = std::clamp<int64_t>(offset + i - n, 0, last);
+    const Tensor index = ops::to_device(from_vector(bin), distance_bias.device());
+    const Tensor bias = reshape(index_select(distance_bias, 1, index), {distance_bias.size(0), nq, nk});
+    s = s * scale + bias;  // scaled here, so the softmax takes scale 1
+    softmax_scale = 1.0;
+  }
+  const Tensor p = attention_softmax(s, softmax_scale, offset, slopes);
   if (probs) *probs = p;
   return permute(matmul(p, permute(v, {0, 2, 1, 3})), {0, 2, 1, 3});
 }

@@ -25,7 +25,10 @@ Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bia
 // Fused causal attention over q [B, Nq, H, d] and k, v [B, Nk, H, d] (see
 // ops::causal_attention): softmax(scale q k^T - ALiBi bias, causal) v, with O(N d)
 // memory. Query i sits at position offset + i; slopes [H] may be undefined.
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0, const Tensor& slopes = Tensor());
+// distance_bias [H, R + 1] (may be undefined) adds distance_bias[h, min(m - n, R)]
+// to each score, with its gradient (complexformer-seed's gated table).
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0, const Tensor& slopes = Tensor(),
+                        const Tensor& distance_bias = Tensor());
 // causal_attention with q, k and v stored in `inputs` (bfloat16: mixed
 // precision, nn/precision.h): rounded once, read so by the fused kernels and
 // saved so for backward (half float32's memory), while the scores, softmax and
@@ -33,12 +36,12 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 // reach q, k and v in float32, unrounded. First order only: create_graph is
 // refused. `inputs` equal to q's dtype is causal_attention.
 Tensor causal_attention_in(DType inputs, const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0,
-                           const Tensor& slopes = Tensor());
+                           const Tensor& slopes = Tensor(), const Tensor& distance_bias = Tensor());
 // The same attention composed of autograd ops, every score and probability
 // materialised ([B, H, Nq, Nk]): the readable reference of causal_attention.
 // `probs`, when given, receives the probabilities.
 Tensor materialized_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t offset = 0,
-                              const Tensor& slopes = Tensor(), Tensor* probs = nullptr);
+                              const Tensor& slopes = Tensor(), Tensor* probs = nullptr, const Tensor& distance_bias = Tensor());
 // Causal softmax of scale * scores (minus ALiBi slopes * distance when given).
 Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes = Tensor());
 

@@ -89,6 +89,14 @@ struct Attn {
   int64_t b, nq, nk, h, offset;
   int d, v_width;  // the width of q and k, and of v, dO, the output and dV
   T scale;
+  const T* bias;       // [H, bias_bins] or null: a bias per head and distance, distance d reading bin min(d, bias_bins - 1)
+  int64_t bias_bins;
+  T* dbias_rows;       // backward, with a bias: [B, H, dbias_bins], this call's rows of its gradient
+
+  // Head h's bias at `distance` >= 0 (0 without a table).
+  __device__ T distance_bias(int64_t h_, int64_t distance) const {
+    return bias ? bias[h_ * bias_bins + (distance < bias_bins - 1 ? distance : bias_bins - 1)] : T(0);
+  }
 };
 
 // 16 bytes of T: shared-memory reads of 4 floats or 2 doubles in one instruction.
@@ -312,6 +320,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_forward_kernel(const A
       for (int j = 0; j < TN; ++j) {
         const int64_t n = k0 + tx + 16 * j;
         T x = scale * s[0][i][j] - slope * static_cast<T>(pos - n);
+        if (a.bias && n <= pos) x += a.distance_bias(h, pos - n);
         if (!full && (n > pos || n >= a.nk)) x = neg_inf<T>();
         s[0][i][j] = x;
         mx = x > mx ? x : mx;
@@ -421,7 +430,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkdv_kernel(const Attn
         const int c = ty + 16 * i, r = tx + 16 * j;
         const int64_t n = k0 + c, qi = q0 + r, pos = a.offset + qi;
         T p = T(0);
-        if (qi < a.nq && n < a.nk && n <= pos) p = ex(scale * sdp[0][i][j] - slope * static_cast<T>(pos - n) - lse_s[r]);
+        if (qi < a.nq && n < a.nk && n <= pos)
+          p = ex(scale * sdp[0][i][j] - slope * static_cast<T>(pos - n) + a.distance_bias(h, pos - n) - lse_s[r]);
         ps[c * LP + r] = p;
         dss[c * LP + r] = p * (sdp[1][i][j] - del_s[r]);
       }
@@ -495,7 +505,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const Attn<T
         const int r = ty + 16 * i, c = tx + 16 * j;
         const int64_t n = k0 + c, pos = pos0 + r;
         T p = T(0);
-        if (r < rows && (full || (n <= pos && n < a.nk))) p = ex(scale * sdp[0][i][j] - slope * static_cast<T>(pos - n) - lse_r[i]);
+        if (r < rows && (full || (n <= pos && n < a.nk)))
+          p = ex(scale * sdp[0][i][j] - slope * static_cast<T>(pos - n) + a.distance_bias(h, pos - n) - lse_r[i]);
         dss[r * LP + c] = p * (sdp[1][i][j] - del_r[i]);
       }
   };
@@ -545,7 +556,7 @@ __global__ void attention_forward_simple_kernel(const Attn<T, In> a) {
       const In* kr = a.k.at(b, n, h, a.d);
       T dot = T(0);
       for (int e = 0; e < a.d; ++e) dot += qrow[e] * widen<T>(kr[e]);
-      x = scale * dot - slope * static_cast<T>(pos - n);
+      x = scale * dot - slope * static_cast<T>(pos - n) + a.distance_bias(h, pos - n);
     }
     const T tile_max = block_reduce(x, MaxOp{}, neg_inf<T>());
     const T mx = tile_max > m ? tile_max : m;
@@ -595,7 +606,7 @@ __global__ void attention_dq_simple_kernel(const Attn<T, In> a) {
       T s = T(0), dp = T(0);
       for (int e = 0; e < a.d; ++e) s += qrow[e] * widen<T>(kr[e]);
       for (int e = 0; e < a.v_width; ++e) dp += grow[e] * widen<T>(vr[e]);
-      d_s = ex(scale * s - slope * static_cast<T>(pos - n) - lse) * (dp - del);
+      d_s = ex(scale * s - slope * static_cast<T>(pos - n) + a.distance_bias(h, pos - n) - lse) * (dp - del);
     }
     ds[t] = d_s;
     __syncthreads();
@@ -644,7 +655,7 @@ __global__ void attention_dkdv_simple_kernel(const Attn<T, In> a) {
       T s = T(0), dp = T(0);
       for (int e = 0; e < a.d; ++e) s += widen<T>(qr[e]) * krow[e];
       for (int e = 0; e < a.v_width; ++e) dp += gr[e] * vrow[e];
-      p = ex(scale * s - slope * static_cast<T>(a.offset + qi - n) - a.lse[bh * a.nq + qi]);
+      p = ex(scale * s - slope * static_cast<T>(a.offset + qi - n) + a.distance_bias(h, a.offset + qi - n) - a.lse[bh * a.nq + qi]);
       d_s = p * (dp - a.delta[bh * a.nq + qi]);
     }
     ps[t] = p;
@@ -666,6 +677,37 @@ __global__ void attention_dkdv_simple_kernel(const Attn<T, In> a) {
   const int64_t row = (b * a.nk + n) * a.h + h;
   for (int e = t; e < a.d; e += kSimpleThreads) a.dk[row * a.d + e] = acck[e] * scale;
   for (int e = t; e < a.v_width; e += kSimpleThreads) a.dv[row * a.v_width + e] = accv[e];
+}
+
+// d loss / d distance_bias: one block per (batch, head, bin), the sum of
+// P (dP - D) over the scores whose distance falls in the bin (exactly `bin`
+// below the table's last bin; `bin` or more in it), recomputed from q, k, v,
+// dO, the log-sum-exps and D, each thread's queries in turn and the block's
+// sum in a fixed order: deterministic, no atomics. A row of work a score,
+// like the fallback kernels: correct, not fast.
+template <class T, class In>
+__global__ void attention_bias_grad_kernel(const Attn<T, In> a, int64_t bins) {
+  const int64_t bin = static_cast<int64_t>(blockIdx.x) % bins, bh = static_cast<int64_t>(blockIdx.x) / bins, b = bh / a.h, h = bh % a.h;
+  const T scale = a.scale, slope = a.slopes ? a.slopes[h] : T(0);
+  const bool last = bin == a.bias_bins - 1;
+  T total = T(0);
+  for (int64_t qi = threadIdx.x; qi < a.nq; qi += blockDim.x) {
+    const int64_t pos = a.offset + qi;
+    const int64_t n_hi = smaller(pos - bin, a.nk - 1), n_lo = last ? 0 : pos - bin;
+    if (pos - bin < 0) continue;
+    const In* q = a.q.at(b, qi, h, a.d);
+    const T* g = a.g.at(b, qi, h, a.v_width);
+    const T lse = a.lse[bh * a.nq + qi], del = a.delta[bh * a.nq + qi];
+    for (int64_t n = n_lo; n <= n_hi; ++n) {
+      const In *kr = a.k.at(b, n, h, a.d), *vr = a.v.at(b, n, h, a.v_width);
+      T sc = T(0), dp = T(0);
+      for (int e = 0; e < a.d; ++e) sc += widen<T>(q[e]) * widen<T>(kr[e]);
+      for (int e = 0; e < a.v_width; ++e) dp += g[e] * widen<T>(vr[e]);
+      total += ex(scale * sc - slope * static_cast<T>(pos - n) + a.distance_bias(h, pos - n) - lse) * (dp - del);
+    }
+  }
+  total = block_sum(total);
+  if (threadIdx.x == 0) a.dbias_rows[bh * bins + bin] = total;
 }
 
 // ---------------------------------------------------------------- launch
@@ -764,6 +806,8 @@ Attn<T, In> device_args(const AttentionArgs& x) {
   a.d = static_cast<int>(x.d);
   a.v_width = static_cast<int>(x.dv);
   a.scale = static_cast<T>(x.scale);
+  a.bias = static_cast<const T*>(x.distance_bias);
+  a.bias_bins = x.bias_bins;
   return a;
 }
 
@@ -793,7 +837,7 @@ void launch_attention_forward(DType t, const AttentionArgs& args, void* out, voi
 // grad (d loss / d out) and out: the forward's output, [B, Nq, H, d] as q; logsumexp [B, H, Nq]
 // contiguous; dq, dk, dv contiguous, shaped like q, k, v. Deterministic: no atomics.
 void launch_attention_backward(DType t, const AttentionArgs& args, const AttentionOperand& grad, const AttentionOperand& out,
-                               const void* logsumexp, void* dq, void* dk, void* dv) {
+                               const void* logsumexp, void* dq, void* dk, void* dv, void* dbias_rows, int64_t dbias_bins) {
   if (args.b * args.h == 0 || args.nk == 0) return;  // nothing to write (nq == 0 still zeroes dk and dv below)
   dispatch_inputs(t, "causal_attention_backward", [&]<class T, class In>() {
     Attn<T, In> a = device_args<T, In>(args);
@@ -803,6 +847,7 @@ void launch_attention_backward(DType t, const AttentionArgs& args, const Attenti
     a.dq = static_cast<T*>(dq);
     a.dk = static_cast<T*>(dk);
     a.dv = static_cast<T*>(dv);
+    a.dbias_rows = static_cast<T*>(dbias_rows);
     const int64_t rows = args.b * args.nq * args.h;
     Buffer delta(static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(T));
     a.delta = delta.as<T>();
@@ -818,6 +863,10 @@ void launch_attention_backward(DType t, const AttentionArgs& args, const Attenti
       check_launch("attention_backward (dk, dv, any head width)");
     }
     if (rows == 0) return;
+    if (a.bias) {  // needs D (above); its rows were zeroed by the front-end
+      PHASOR_LAUNCH(blocks_of(args.b * args.h * dbias_bins, "distance bias"), kSimpleThreads, 0, stream(), attention_bias_grad_kernel<T, In>)(a, dbias_bins);
+      check_launch("attention_backward (distance bias)");
+    }
     if (!with_width(std::max(args.d, args.dv), [&]<int DP>() { return dq_tiled<T, In, DP>(a); })) {
       const size_t shared = simple_shared<T>(attention_dq_simple_kernel<T, In>, std::max(args.d, args.dv), 3, 1);
       PHASOR_LAUNCH(blocks_of(rows, "dq"), kSimpleThreads, shared, stream(), attention_dq_simple_kernel<T, In>)(a);
@@ -838,6 +887,8 @@ AttentionArgs attention_args(const Tensor& q, const Tensor& k, const Tensor& v, 
   a.k = attention_operand(k);
   a.v = attention_operand(v);
   a.slopes = data_or_null(p.slopes);
+  a.distance_bias = data_or_null(p.distance_bias);
+  a.bias_bins = p.distance_bias.defined() ? p.distance_bias.size(1) : 0;
   a.b = q.size(0);
   a.nq = q.size(1);
   a.nk = k.size(1);
@@ -856,7 +907,9 @@ void attention_forward(const ops::AttentionForwardArgs& a) {
 
 void attention_backward(const ops::AttentionBackwardArgs& a) {
   launch_attention_backward(a.q.dtype(), attention_args(a.q, a.k, a.v, a.p), attention_operand(a.grad), attention_operand(a.forward.out),
-                            a.forward.logsumexp.raw_data(), a.out.dq.raw_data(), a.out.dk.raw_data(), a.out.dv.raw_data());
+                            a.forward.logsumexp.raw_data(), a.out.dq.raw_data(), a.out.dk.raw_data(), a.out.dv.raw_data(),
+                            a.out.ddistance_bias_rows.defined() ? a.out.ddistance_bias_rows.raw_data() : nullptr,
+                            a.out.ddistance_bias_rows.defined() ? a.out.ddistance_bias_rows.size(2) : 0);
 }
 
 }  // namespace phasor::gpu

@@ -107,6 +107,8 @@ struct AttentionOperand {
 struct AttentionArgs {
   AttentionOperand q, k, v;      // q [B, Nq, H, d]; k [B, Nk, H, d]; v [B, Nk, H, dv]
   const void* slopes = nullptr;  // [H] (ALiBi) or null
+  const void* distance_bias = nullptr;  // [H, bias_bins] or null
+  int64_t bias_bins = 0;
   int64_t b = 0, nq = 0, nk = 0, h = 0, d = 0, dv = 0, offset = 0;
   double scale = 1.0;
 };

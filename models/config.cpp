@@ -70,7 +70,11 @@ void check_positions_fit(const ModelConfig& c, int64_t positions, std::string_vi
   make_position_scheme(c)->check_fit(positions, what);
 }
 
-nlohmann::json to_json(const ModelConfig& c) { return fields_to_json(c, kModelConfigFields); }
+nlohmann::json to_json(const ModelConfig& c) {
+  nlohmann::json j = fields_to_json(c, kModelConfigFields);
+  if (c.max_rel_pos == kDefaultMaxRelPos) j.erase("max_rel_pos");  // the twelve keys earlier versions wrote, byte for byte
+  return j;
+}
 
 ModelConfig model_config_from_json(const nlohmann::json& j) {
   PHASOR_CHECK(j.is_object(), "config: expected a JSON object, got ", j.dump());

@@ -13,7 +13,7 @@
 namespace phasor {
 
 // The position variants of the spec.
-enum class Position : uint8_t { ComplexFormer, Rope, XPos, CARoPE, PoPE, Alibi, Sinusoidal, Learned, None };
+enum class Position : uint8_t { ComplexFormer, Rope, XPos, CARoPE, PoPE, ComplexFormerSeed, Alibi, Sinusoidal, Learned, None };
 
 // What a variant adds to the token embeddings before the first layer.
 enum class PositionEmbedding : uint8_t { None, Sinusoidal, Learned };
@@ -34,13 +34,14 @@ struct PositionVariant {
 };
 
 // The one list of the variants, in the order of Position.
-inline constexpr std::array<PositionVariant, 9> kPositionVariants = {{
+inline constexpr std::array<PositionVariant, 10> kPositionVariants = {{
     // position               name             rotary  complex_components  embedding                      alibi_bias  reads_cmha_init  scaling
     {Position::ComplexFormer, "complexformer", true,   false,              PositionEmbedding::None,       false,      true,            ScalingSupport::All},
     {Position::Rope,          "rope",          true,   false,              PositionEmbedding::None,       false,      false,           ScalingSupport::All},
     {Position::XPos,          "xpos",          true,   false,              PositionEmbedding::None,       false,      false,           ScalingSupport::All},
     {Position::CARoPE,        "carope",        true,   false,              PositionEmbedding::None,       false,      false,           ScalingSupport::PIOnly},
     {Position::PoPE,          "pope",          false,  true,               PositionEmbedding::None,       false,      false,           ScalingSupport::All},
+    {Position::ComplexFormerSeed, "complexformer-seed", false, true,       PositionEmbedding::None,       false,      false,           ScalingSupport::None},
     {Position::Alibi,         "alibi",         false,  false,              PositionEmbedding::None,       true,       false,           ScalingSupport::None},
     {Position::Sinusoidal,    "sinusoidal",    false,  false,              PositionEmbedding::Sinusoidal, false,      false,           ScalingSupport::None},
     {Position::Learned,       "learned",       false,  false,              PositionEmbedding::Learned,    false,      false,           ScalingSupport::None},
@@ -50,7 +51,7 @@ inline constexpr std::array<PositionVariant, 9> kPositionVariants = {{
 constexpr const PositionVariant& position_variant(Position p) { return kPositionVariants[static_cast<size_t>(p)]; }
 constexpr std::string_view position_name(Position p) { return position_variant(p).name; }
 
-// Every variant, in the table's order: complexformer, rope, xpos, carope, pope, alibi, sinusoidal, learned, none.
+// Every variant, in the table's order: complexformer, rope, xpos, carope, pope, complexformer-seed, alibi, sinusoidal, learned, none.
 constexpr std::array<Position, kPositionVariants.size()> all_positions() {
   std::array<Position, kPositionVariants.size()> out{};
   for (size_t i = 0; i < out.size(); ++i) out[i] = kPositionVariants[i].position;
@@ -74,6 +75,8 @@ std::string cmha_init_names(std::string_view separator);
 CmhaInit parse_cmha_init(std::string_view name);
 std::ostream& operator<<(std::ostream& os, CmhaInit i);  // its name
 
+inline constexpr int64_t kDefaultMaxRelPos = 1024;  // the seed's clamp
+
 // Its fields, their JSON keys, flags and bounds: kModelConfigFields (models/options.h).
 struct ModelConfig {
   Position position = Position::ComplexFormer;
@@ -88,6 +91,7 @@ struct ModelConfig {
   bool tie_embeddings = true;
   double xpos_scale_base = 512.0;
   CmhaInit cmha_init = CmhaInit::Rope;
+  int64_t max_rel_pos = kDefaultMaxRelPos;  // complexformer-seed's clamp R of the relative distance (its table has R + 1 rows)
 
   int64_t head_dim() const { return d_model / n_heads; }
   int64_t pairs() const { return head_dim() / 2; }

@@ -61,6 +61,7 @@ inline constexpr Field<ModelConfig> kModelConfigFields[] = {
     {"tie_embeddings",  &ModelConfig::tie_embeddings,  Bound::Any,          1,         "true|false: the output head shares the token embedding"},
     {"xpos_scale_base", &ModelConfig::xpos_scale_base, Bound::Positive,     1e6,       "XPos scale base S (xpos only; at most 1e6)"},
     {"cmha_init",       &ModelConfig::cmha_init},
+    {"max_rel_pos",     &ModelConfig::max_rel_pos,     Bound::Positive,     1048576,   "complexformer-seed's relative-position clamp R: a bias table of R + 1 distances (1 to 2^20)"},
 };
 
 // The names of an enum-valued field's values (config.h's tables).

@@ -223,6 +223,48 @@ class Pope : public PositionScheme {
   }
 };
 
+// complexformer-seed: the seed's code, made well-formed (docs/spec.md,
+// "complexformer-seed"). Each component c of a head turned by its own angle
+// tanh((x angle_q^T)_{hd+c}) (keys: angle_k), the query's dot products gated by
+// sigmoid(alpha_h), and sigmoid(beta_h) rel_bias[min(m - n, R)] added to the scores.
+class ComplexFormerSeed : public PositionScheme {
+ public:
+  using PositionScheme::PositionScheme;
+  std::vector<PositionParameter> layer_parameters() const override {
+    const int64_t D = config().d_model, H = config().n_heads;
+    return {{"angle_q", {D, D}, /*decays=*/true, /*drawn_as_weight=*/true},
+            {"angle_k", {D, D}, /*decays=*/true, /*drawn_as_weight=*/true},
+            {"alpha", {H}},
+            {"beta", {H}},
+            {"rel_bias", {config().max_rel_pos + 1}}};
+  }
+  std::vector<Tensor> initial_layer_parameters(Generator* /*gen*/) const override {
+    const int64_t D = config().d_model, H = config().n_heads;
+    // The angle nets are drawn as projections by CausalLM; the gates start at 1
+    // as in the seed, the table at 0 (the seed's N(0, 1) embedding summed over D
+    // would start the biases at a standard deviation of sqrt(D)).
+    return {zeros({D, D}), zeros({D, D}), ones({H}), ones({H}), zeros({config().max_rel_pos + 1})};
+  }
+  std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, const RotationArgs& a) const override {
+    PHASOR_CHECK(a.input != nullptr, "complexformer-seed: the rotation needs the layer's input");
+    const std::vector<Tensor>& p = *a.parameters;
+    const Tensor& x = *a.input;
+    const Dims shape = q.shape();  // [B, N, H, d]
+    const auto turn = [&](const Tensor& angle_net) {
+      const Tensor angle = reshape(tanh(matmul(x, angle_net, MatOp::None, MatOp::Transpose)), shape);
+      return polar(ones(shape, angle.dtype(), angle.device()), angle);
+    };
+    const Tensor gate = reshape(sigmoid(p[2]), {1, 1, config().n_heads, 1});
+    return {(q * gate) * turn(p[0]), k * turn(p[1])};
+  }
+  Tensor distance_bias(const std::vector<Tensor>& layer) const override {
+    return reshape(sigmoid(layer.at(3)), {config().n_heads, 1}) * reshape(layer.at(4), {1, config().max_rel_pos + 1});
+  }
+  std::vector<HeadStatistic> head_statistics(const std::vector<Tensor>& layer) const override {
+    return {{"alpha_gate", sigmoid(layer.at(2)).to_vector<double>()}, {"beta_gate", sigmoid(layer.at(3)).to_vector<double>()}};
+  }
+};
+
 // alibi: no rotation; a per-head penalty on the scores, linear in the distance.
 class Alibi : public PositionScheme {
  public:
@@ -277,7 +319,7 @@ std::shared_ptr<const PositionScheme> make(const ModelConfig& c, const PositionS
 
 // One maker per row of kPositionVariants, in its order.
 constexpr std::array<std::shared_ptr<const PositionScheme> (*)(const ModelConfig&, const PositionScaling&), kPositionVariants.size()> kSchemes = {
-    make<ComplexFormer>, make<Rope>, make<XPos>, make<CARoPE>, make<Pope>, make<Alibi>, make<Sinusoidal>, make<Learned>, make<NoPositions>,
+    make<ComplexFormer>, make<Rope>, make<XPos>, make<CARoPE>, make<Pope>, make<ComplexFormerSeed>, make<Alibi>, make<Sinusoidal>, make<Learned>, make<NoPositions>,
 };
 
 }  // namespace

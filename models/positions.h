@@ -114,6 +114,11 @@ class PositionScheme {
   virtual std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, const RotationArgs& args) const;
   // ALiBi's slopes [H] on `device`; undefined where the scores take no bias.
   virtual Tensor slopes(Device /*device*/) const { return Tensor(); }
+  // A bias per head and distance [H, R + 1] added to the scores (distance
+  // m - n reads bin min(m - n, R)), from the layer's parameters, with
+  // gradients; undefined where the scores take none (complexformer-seed's
+  // sigmoid(beta_h) rel_bias).
+  virtual Tensor distance_bias(const std::vector<Tensor>& /*layer*/) const { return Tensor(); }
   // Added to the token embeddings x [B, N, D] at positions offset..offset+N-1;
   // `model` holds the model's own parameters, in model_parameters() order.
   virtual Tensor embed(const Tensor& x, int64_t /*offset*/, const std::vector<Tensor>& /*model*/) const { return x; }

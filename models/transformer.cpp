@@ -91,6 +91,7 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, in
   const double scale = scheme_->logit_factor() / std::sqrt(static_cast<double>(d));  // YaRN's factor, else 1
   const int64_t query_offset = cache ? offset : 0;  // without a cache the keys are this chunk's own
   const Tensor slopes = scheme_->slopes(x.device());
+  const Tensor distance_bias = scheme_->distance_bias(position_parameters_);
   // A probe must not change what it observes: the output (and so every
   // gradient) is the one the same run without a probe computes, and the
   // probabilities a study asks for are computed beside it, without gradients.
@@ -101,13 +102,13 @@ Tensor Attention::forward(const Tensor& x, int64_t offset, LayerCache* cache, in
   const DType stored = mixed ? nn::compute_dtype(nn::current_precision(), nn::OpClass::AttentionInputs) : q.dtype();
   auto materialized = [&](Tensor* probs) {
     return materialized_attention(round_through(q, stored), round_through(k, stored), round_through(v, stored), scale, query_offset, slopes,
-                                  probs);
+                                  probs, distance_bias);
   };
   if (probe && probe->keep_probs) {
     const NoGradGuard no_grad;
     materialized(&probe->probs);
   }
-  const Tensor o = attention == AttentionImpl::Fused ? causal_attention_in(stored, q, k, v, scale, query_offset, slopes)
+  const Tensor o = attention == AttentionImpl::Fused ? causal_attention_in(stored, q, k, v, scale, query_offset, slopes, distance_bias)
                                                      : materialized(nullptr);  // [B, N, H, d]
   return wo->forward(reshape(o, {b, n, h * d}));
 }

@@ -82,11 +82,14 @@ struct AdamWStep {
 };
 
 // ---- fused causal attention (tensor/attention.h): query row i sits at
-// position offset + i; slopes [H] (ALiBi) may be undefined
+// position offset + i; slopes [H] (ALiBi) may be undefined, and so may
+// distance_bias [H, R + 1], a learned bias per head and distance, added as
+// distance_bias[h, min(offset + i - n, R)] (complexformer-seed's gated table)
 struct AttentionParams {
   double scale = 1.0;
   int64_t offset = 0;
   Tensor slopes;
+  Tensor distance_bias{};
 };
 struct AttentionResult {
   Tensor out;        // [B, Nq, H, d], contiguous
@@ -94,6 +97,11 @@ struct AttentionResult {
 };
 struct AttentionGrads {
   Tensor dq, dk, dv;  // contiguous, shaped like q, k, v
+  // With a distance_bias: its gradient [H, R + 1]. A backend fills
+  // ddistance_bias_rows [B, H, bins] instead, bins = min(R + 1, offset + Nq)
+  // (no distance reaches past it), one row per batch item, and the front-end
+  // sums them in batch order: the same numbers on every backend, no atomics.
+  Tensor ddistance_bias{}, ddistance_bias_rows{};
 };
 
 // ---- the lists ----

@@ -226,7 +226,7 @@ TEST_CASE("the config JSON of a checkpoint and of a run is byte for byte what ea
       R"("position":"xpos","rope_base":10000.0,"tie_embeddings":false,"vocab_size":40,"xpos_scale_base":512.0})";
   CHECK(model_metadata(c).at("config") == model_json);
   CHECK(to_json(model_config_from_json(Json::parse(model_json))).dump() == model_json);
-  for (const char* name : {"complexformer", "rope", "xpos", "carope", "pope", "alibi", "sinusoidal", "learned", "none"}) {
+  for (const char* name : {"complexformer", "rope", "xpos", "carope", "pope", "complexformer-seed", "alibi", "sinusoidal", "learned", "none"}) {
     CAPTURE(name);
     c.position = parse_position(name);
     CHECK(to_json(c).at("position") == name);

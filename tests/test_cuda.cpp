@@ -16,6 +16,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "models/transformer.h"
 #include "nn/optim.h"
@@ -1121,6 +1122,30 @@ TEST_CASE("cuda: fused causal attention's fallback (head width over 128) past on
     expect_close_at_scale(rb.dk, gb.dk, attention_grad_tol(dt), "dk" + what);
     expect_close_at_scale(rb.dv, gb.dv, attention_grad_tol(dt), "dv" + what);
   }
+}
+
+TEST_CASE("cuda: fused causal attention with a value width other than the query/key width and a distance bias, against the CPU kernel") {
+  // (Nq, Nk, offset, d, dv, R): tiled kernels (d <= 128) with dv narrower and wider than d, and the fallback (d over 128).
+  const std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t> cases[] = {
+      {70, 70, 0, 32, 16, 5}, {6, 80, 74, 16, 40, 100}, {40, 40, 0, 64, 32, 1}, {20, 20, 0, 136, 68, 7}};
+  for (const auto& [nq, nk, offset, d, dv, R] : cases)
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      const Tensor q = rnd({2, nq, 2, d}, dt), k = rnd({2, nk, 2, d}, dt), v = rnd({2, nk, 2, dv}, dt), g = rnd({2, nq, 2, dv}, dt);
+      const Tensor bias = rnd({2, R + 1}, dt), slopes = rnd({2}, dt, 0.01, 0.5);
+      const ops::AttentionParams p{0.2, offset, slopes, bias}, pg{0.2, offset, on_gpu(slopes), on_gpu(bias)};
+      const ops::AttentionResult ref = ops::causal_attention(q, k, v, p);
+      const ops::AttentionResult got = ops::causal_attention(on_gpu(q), on_gpu(k), on_gpu(v), pg);
+      const ops::AttentionGrads rb = ops::causal_attention_backward(g, q, k, v, ref, p);
+      const ops::AttentionGrads gb = ops::causal_attention_backward(on_gpu(g), on_gpu(q), on_gpu(k), on_gpu(v), got, pg);
+      const std::string what = " d " + std::to_string(d) + ", dv " + std::to_string(dv) + ", R " + std::to_string(R) + ", " + dtype_name(dt);
+      REQUIRE(got.out.shape() == Dims{2, nq, 2, dv});
+      expect_close_at_scale(ref.out, got.out, attention_tol(dt), "out" + what);
+      expect_close_at_scale(ref.logsumexp, got.logsumexp, attention_tol(dt), "logsumexp" + what);
+      expect_close_at_scale(rb.dq, gb.dq, attention_grad_tol(dt), "dq" + what);
+      expect_close_at_scale(rb.dk, gb.dk, attention_grad_tol(dt), "dk" + what);
+      expect_close_at_scale(rb.dv, gb.dv, attention_grad_tol(dt), "dv" + what);
+      expect_close_at_scale(rb.ddistance_bias, gb.ddistance_bias, attention_grad_tol(dt), "d distance_bias" + what);
+    }
 }
 
 TEST_CASE("cuda: fused causal attention agrees with the materialised composition on the GPU") {

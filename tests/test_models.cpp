@@ -187,7 +187,7 @@ TEST_CASE("every variant trains: loss starts near log(V) and falls on a repeated
 }
 
 TEST_CASE("position variants: one table of names and properties") {
-  const std::vector<std::string> spec = {"complexformer", "rope", "xpos", "carope", "pope", "alibi", "sinusoidal", "learned", "none"};
+  const std::vector<std::string> spec = {"complexformer", "rope", "xpos", "carope", "pope", "complexformer-seed", "alibi", "sinusoidal", "learned", "none"};
   REQUIRE(all_positions().size() == spec.size());
   for (size_t i = 0; i < spec.size(); ++i) {
     const Position p = all_positions()[i];
@@ -197,16 +197,16 @@ TEST_CASE("position variants: one table of names and properties") {
     os << p;
     CHECK(os.str() == spec[i]);
   }
-  CHECK(position_names("|") == "complexformer|rope|xpos|carope|pope|alibi|sinusoidal|learned|none");
+  CHECK(position_names("|") == "complexformer|rope|xpos|carope|pope|complexformer-seed|alibi|sinusoidal|learned|none");
   CHECK_THROWS_WITH_AS(parse_position("Rope"),
-                       "config: unknown position 'Rope' (expected complexformer, rope, xpos, carope, pope, alibi, sinusoidal, learned or none)", Error);
+                       "config: unknown position 'Rope' (expected complexformer, rope, xpos, carope, pope, complexformer-seed, alibi, sinusoidal, learned or none)", Error);
   CHECK_THROWS_WITH_AS(parse_position(""), doctest::Contains("unknown position ''"), Error);
   // The properties, as the spec assigns them.
   for (Position p : all_positions()) {
     CAPTURE(p);
     const PositionVariant& v = position_variant(p);
     CHECK(v.rotary == (p == Position::ComplexFormer || p == Position::Rope || p == Position::XPos || p == Position::CARoPE));
-    CHECK(v.complex_components == (p == Position::PoPE));
+    CHECK(v.complex_components == (p == Position::PoPE || p == Position::ComplexFormerSeed));
     CHECK(v.alibi_bias == (p == Position::Alibi));
     CHECK(v.embedding == (p == Position::Learned ? PositionEmbedding::Learned
                           : p == Position::Sinusoidal ? PositionEmbedding::Sinusoidal : PositionEmbedding::None));

@@ -41,6 +41,7 @@ int64_t spec_parameter_count(const ModelConfig& c) {
   if (c.position == Position::ComplexFormer) per_layer += 2 * H * P + H;  // delta, phase_bias, beta
   if (c.position == Position::CARoPE) per_layer += H * D;                 // carope_w
   if (c.position == Position::PoPE) per_layer += H * c.head_dim();        // pope_bias
+  if (c.position == Position::ComplexFormerSeed) per_layer += 2 * D * D + 2 * H + c.max_rel_pos + 1;  // angle_q, angle_k, alpha, beta, rel_bias
   int64_t n = V * D + L * per_layer + D /*norm*/;
   if (c.position == Position::Learned) n += c.max_seq_len * D;
   if (!c.tie_embeddings) n += V * D;

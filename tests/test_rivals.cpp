@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "models/rotary_scaling.h"
 #include "models/transformer.h"
 #include "phasor.h"
@@ -346,4 +348,115 @@ TEST_CASE("pope: the transform passes gradcheck in float64 (queries, keys and po
       },
       {q, k, bias});
   CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("fused attention with a distance bias: values and every gradient match the materialised path; gradcheck in float64") {
+  Generator g(21);
+  for (const auto& [nq, nk, offset, R] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{70, 70, 0, 5}, {6, 80, 74, 100}, {9, 9, 0, 1}}) {
+    CAPTURE(nq);
+    CAPTURE(R);
+    const Tensor q = randn({2, nq, 3, 8}, DType::Float64, &g).requires_grad_();
+    const Tensor k = randn({2, nk, 3, 8}, DType::Float64, &g).requires_grad_();
+    const Tensor v = randn({2, nk, 3, 4}, DType::Float64, &g).requires_grad_();
+    const Tensor bias = randn({3, R + 1}, DType::Float64, &g).requires_grad_();
+    const Tensor slopes = from_vector<double>({0.5, 0.25, 0.125});
+    const Tensor w = randn({2, nq, 3, 4}, DType::Float64, &g);
+    sum(causal_attention(q, k, v, 0.3, offset, slopes, bias) * w).backward();
+    const std::vector<Tensor> fused = {q.grad(), k.grad(), v.grad(), bias.grad()};
+    const auto out = causal_attention(q, k, v, 0.3, offset, slopes, bias).to_vector<double>();
+    for (const Tensor* t : {&q, &k, &v, &bias}) t->zero_grad();
+    const Tensor reference = materialized_attention(q, k, v, 0.3, offset, slopes, nullptr, bias);
+    sum(reference * w).backward();
+    const auto ref = reference.to_vector<double>();
+    for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == doctest::Approx(ref[i]).epsilon(1e-12).scale(1.0));
+    const std::vector<Tensor> materialised = {q.grad(), k.grad(), v.grad(), bias.grad()};
+    for (size_t t = 0; t < fused.size(); ++t) {
+      const auto a = fused[t].to_vector<double>(), b = materialised[t].to_vector<double>();
+      for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-11).scale(1.0));
+    }
+  }
+  const Tensor q = randn({1, 7, 2, 4}, DType::Float64, &g).requires_grad_(), k = randn({1, 7, 2, 4}, DType::Float64, &g).requires_grad_();
+  const Tensor v = randn({1, 7, 2, 3}, DType::Float64, &g).requires_grad_(), bias = randn({2, 4}, DType::Float64, &g).requires_grad_();
+  auto r = gradcheck([](const std::vector<Tensor>& in) { return causal_attention(in[0], in[1], in[2], 0.4, 0, Tensor(), in[3]); }, {q, k, v, bias});
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("complexformer-seed: the scores are sigmoid(alpha) Re(sum_c q^ conj(k^)) / sqrt(d) + sigmoid(beta) rel_bias[min(m - n, R)]") {
+  ModelConfig c = small_config(Position::ComplexFormerSeed);
+  c.d_model = 6;
+  c.n_heads = 2;  // d = 3: odd, components, not pairs
+  c.max_rel_pos = 3;
+  c.validate();
+  const auto scheme = make_position_scheme(c);
+  Generator g(22);
+  const int64_t n = 6, h = 2, d = 3, D = 6;
+  const Tensor x = randn({1, n, D}, DType::Float64, &g);
+  const Tensor q = randn({1, n, h, d}, DType::Float64, &g), k = randn({1, n, h, d}, DType::Float64, &g);
+  const std::vector<Tensor> params = {randn({D, D}, DType::Float64, &g), randn({D, D}, DType::Float64, &g), randn({h}, DType::Float64, &g),
+                                      randn({h}, DType::Float64, &g), randn({4}, DType::Float64, &g)};
+  RotationArgs args;
+  args.parameters = &params;
+  args.input = &x;
+  const auto [qr, kr] = scheme->rotate(q, k, args);
+  const auto qz = qr.to_vector<std::complex<double>>(), kz = kr.to_vector<std::complex<double>>();
+  const auto table = scheme->distance_bias(params).to_vector<double>();  // [H, R + 1]
+  const auto xs = x.to_vector<double>(), qs = q.to_vector<double>(), ks = k.to_vector<double>();
+  const auto aq = params[0].to_vector<double>(), ak = params[1].to_vector<double>(), alpha = params[2].to_vector<double>(),
+             beta = params[3].to_vector<double>(), rel = params[4].to_vector<double>();
+  const auto sigmoid = [](double u) { return 1.0 / (1.0 + std::exp(-u)); };
+  const auto angle = [&](const std::vector<double>& net, int64_t m, int64_t row) {
+    double u = 0;
+    for (int64_t e = 0; e < D; ++e) u += net[row * D + e] * xs[m * D + e];
+    return std::tanh(u);
+  };
+  for (int64_t hi = 0; hi < h; ++hi) {
+    for (int64_t j = 0; j <= 3; ++j) CHECK(table[hi * 4 + j] == doctest::Approx(sigmoid(beta[hi]) * rel[j]).epsilon(1e-14).scale(1.0));
+    for (int64_t m = 0; m < n; ++m)
+      for (int64_t t = 0; t <= m; ++t) {
+        std::complex<double> dot = 0, expected = 0;
+        for (int64_t c2 = 0; c2 < d; ++c2) {
+          const size_t qi = static_cast<size_t>((m * h + hi) * d + c2), ki = static_cast<size_t>((t * h + hi) * d + c2);
+          dot += qz[qi] * std::conj(kz[ki]);
+          expected += qs[qi] * std::polar(1.0, angle(aq, m, hi * d + c2)) * std::conj(ks[ki] * std::polar(1.0, angle(ak, t, hi * d + c2)));
+        }
+        CHECK(dot.real() == doctest::Approx(sigmoid(alpha[hi]) * expected.real()).epsilon(1e-12).scale(1.0));
+      }
+  }
+}
+
+TEST_CASE("complexformer-seed: the transform and its bias table pass gradcheck in float64") {
+  ModelConfig c = small_config(Position::ComplexFormerSeed);
+  c.d_model = 4;
+  c.n_heads = 2;
+  c.max_rel_pos = 2;
+  const auto scheme = make_position_scheme(c);
+  Generator g(23);
+  const Tensor x = randn({1, 4, 4}, DType::Float64, &g).requires_grad_();
+  const Tensor q = randn({1, 4, 2, 2}, DType::Float64, &g).requires_grad_(), k = randn({1, 4, 2, 2}, DType::Float64, &g).requires_grad_();
+  std::vector<Tensor> inputs = {q, k, x};
+  for (const Dims& shape : {Dims{4, 4}, Dims{4, 4}, Dims{2}, Dims{2}, Dims{3}}) inputs.push_back(randn(shape, DType::Float64, &g).requires_grad_());
+  auto r = gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        const std::vector<Tensor> params(in.begin() + 3, in.end());
+        RotationArgs args;
+        args.parameters = &params;
+        args.input = &in[2];
+        const auto [qr, kr] = scheme->rotate(in[0], in[1], args);
+        return cat({reshape(view_as_real(qr), {-1}), reshape(view_as_real(kr), {-1}), reshape(scheme->distance_bias(params), {-1})}, 0);
+      },
+      inputs);
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("complexformer-seed: max_rel_pos out of 1..2^20 is refused; the config JSON names it only when not 1024") {
+  ModelConfig c = small_config(Position::ComplexFormerSeed);
+  c.max_rel_pos = 0;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("max_rel_pos"), Error);
+  c.max_rel_pos = (int64_t{1} << 20) + 1;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("max_rel_pos"), Error);
+  c.max_rel_pos = 16;
+  CHECK(to_json(c).at("max_rel_pos") == 16);
+  CHECK(model_config_from_json(to_json(c)).max_rel_pos == 16);
+  c.max_rel_pos = 1024;
+  CHECK(!to_json(c).contains("max_rel_pos"));
 }

@@ -90,10 +90,22 @@ Rotated pope(const RotationInput& in) {
   return {torch::softplus(in.q) * turn, torch::softplus(in.k) * (turn * unturn_bias)};
 }
 
+// complexformer-seed: component c turned by tanh((x angle_q^T)_{hd+c}) (keys:
+// angle_k), the queries gated by sigmoid(alpha_h); its distance bias is in scores().
+Rotated complexformer_seed(const RotationInput& in) {
+  const auto& p = in.parameters;
+  const auto turn = [&](const torch::Tensor& angle_net) {
+    const auto angle = torch::tanh(torch::matmul(in.x, angle_net.t())).view(in.q.sizes());
+    return torch::polar(torch::ones_like(angle), angle);
+  };
+  const auto gate = torch::sigmoid(p.at(2)).view({1, 1, -1, 1});
+  return {(in.q * gate) * turn(p.at(0)), in.k * turn(p.at(1))};
+}
+
 // The twin of each scheme's rotation (models/positions.cpp), one per row of
 // kPositionVariants in its order; null where the variant does not rotate.
 constexpr std::array<Rotated (*)(const RotationInput&), kPositionVariants.size()> kRotations = {
-    complexformer, rope, xpos, carope, pope, nullptr, nullptr, nullptr, nullptr,
+    complexformer, rope, xpos, carope, pope, complexformer_seed, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // namespace
@@ -156,6 +168,13 @@ torch::Tensor AttentionImpl::scores(const torch::Tensor& x, int64_t pos_offset) 
     auto m = positions(x.size(1), pos_offset, x.device());
     auto distance = m.unsqueeze(1) - m.unsqueeze(0);  // m - n
     s = s - (alibi_slopes.view({-1, 1, 1}) * distance).to(s.scalar_type());
+  }
+  if (config.position == Position::ComplexFormerSeed) {  // + sigmoid(beta_h) rel_bias[min(m - n, R)] (0 past the diagonal, masked)
+    const int64_t N = x.size(1);
+    const auto i = torch::arange(N, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    const auto bin = (i.unsqueeze(1) - i.unsqueeze(0)).clamp(0, config.max_rel_pos);  // [N, N]
+    const auto table = torch::sigmoid(position_parameters.at(3)).unsqueeze(1) * position_parameters.at(4).unsqueeze(0);  // [H, R + 1]
+    s = s + table.index({torch::indexing::Slice(), bin});
   }
   return s;
 }

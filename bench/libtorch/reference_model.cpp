@@ -37,7 +37,7 @@ torch::Device Model::device() const { return tok_emb->weight.device(); }
 
 bool is_no_decay(const std::string& name) {
   return ends_with(name, ".delta") || ends_with(name, ".phase_bias") || ends_with(name, ".beta") || ends_with(name, ".pope_bias") ||
-         ends_with(name, "norm.weight");
+         ends_with(name, ".alpha") || ends_with(name, ".rel_bias") || ends_with(name, "norm.weight");
 }
 
 void Model::initialize(uint64_t seed) {
@@ -52,9 +52,9 @@ void Model::initialize(uint64_t seed) {
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
     auto& p = item.value();
-    if (ends_with(name, "norm.weight") || ends_with(name, ".beta")) {
+    if (ends_with(name, "norm.weight") || ends_with(name, ".beta") || ends_with(name, ".alpha")) {
       p.fill_(1.0);
-    } else if (ends_with(name, ".phase_bias") || ends_with(name, ".pope_bias")) {
+    } else if (ends_with(name, ".phase_bias") || ends_with(name, ".pope_bias") || ends_with(name, ".rel_bias")) {
       p.fill_(0.0);
     } else if (ends_with(name, ".delta")) {
       if (paper) normal(p, delta_std);

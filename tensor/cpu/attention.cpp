@@ -66,15 +66,18 @@ struct Problem {
   T scale;
   const T* slopes;  // null: no ALiBi bias
   bool pairs;       // bfloat16 inputs: the scores on AVX512-BF16 (scores_bf16)
+  const T* distance_bias = nullptr;  // [H, bias_bins]: null, or the table of a bias per distance
+  int64_t bias_bins = 0;             // R + 1: distance d reads bin min(d, R)
   int64_t visible(int64_t i, int64_t j0, int64_t cols) const {  // keys of tile [j0, j0+cols) query i sees
     return std::clamp<int64_t>(offset + i + 1 - j0, 0, cols);
   }
 };
 
 // Query i's raw scores q_i . k against the key tile at j0, in place: scaled,
-// ALiBi-biased, and -inf where the key is past the query.
+// ALiBi-biased, with head h's distance bias (table: its row, or null), and
+// -inf where the key is past the query.
 template <class T>
-[[gnu::always_inline]] inline void bias_and_mask(const Problem<T>& pb, T slope, int64_t i, int64_t j0, int64_t cols, T* s) {
+[[gnu::always_inline]] inline void bias_and_mask(const Problem<T>& pb, T slope, const T* table, int64_t i, int64_t j0, int64_t cols, T* s) {
   const int64_t visible = pb.visible(i, j0, cols);
   const int64_t distance0 = pb.offset + i - j0;  // query position minus key position, at key j0
   constexpr T kMasked = -std::numeric_limits<T>::infinity();
@@ -83,6 +86,8 @@ template <class T>
     const T biased = pb.scale * s[c] - slope * static_cast<T>(distance0 - c);
     s[c] = c < visible ? biased : kMasked;
   }
+  if (table)
+    for (int64_t c = 0; c < visible; ++c) s[c] += table[std::min(distance0 - c, pb.bias_bins - 1)];
 }
 
 // Scratch of one thread, forward: a packed key tile, one tile of scores, and
@@ -178,6 +183,7 @@ template <class T, class In>
   const HeadRows<const In> q_in = head_rows<const In>(q_t, b, h);
   const HeadRows<const T> q = pb.pairs ? HeadRows<const T>{} : rows_as(q_in, i0, rows, d, w.wide_q.data());  // row 0 is query i0
   const T slope = pb.slopes ? pb.slopes[h] : T(0);
+  const T* table = pb.distance_bias ? pb.distance_bias + h * pb.bias_bins : nullptr;
   T *o = w.o.data(), *s = w.s.data(), *row_max = w.row_max.data(), *row_sum = w.row_sum.data();
   std::fill_n(o, rows * dv, T(0));
   std::fill_n(row_max, rows, -std::numeric_limits<T>::infinity());
@@ -189,7 +195,7 @@ template <class T, class In>
     tile_scores(pb, q_in, q, i0, rows, w.kt.data(), w.key_pairs.data(), s);
     for (int64_t r = 0; r < rows; ++r) {
       T* sr = s + r * kKeyTile;
-      bias_and_mask(pb, slope, i0 + r, j0, cols, sr);
+      bias_and_mask(pb, slope, table, i0 + r, j0, cols, sr);
       T tile_max = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : tile_max)
       for (int64_t c = 0; c < cols; ++c) tile_max = std::max(tile_max, sr[c]);
@@ -246,7 +252,7 @@ void forward_tile<double, double>(const Problem<double>& pb, const Tensor& q, co
 
 struct BackwardTensors {
   const Tensor &grad, &q, &k, &v, &out, &lse;
-  const ops::AttentionGrads& grads;
+  const ops::AttentionGrads& grads;  // ddistance_bias_rows [B, H, bins] (zeros) with a distance bias
 };
 
 template <class T, class In>
@@ -257,6 +263,10 @@ template <class T, class In>
   const HeadRows<T> dq = head_rows<T>(t.grads.dq, b, h), dk = head_rows<T>(t.grads.dk, b, h), dv = head_rows<T>(t.grads.dv, b, h);
   const T* lse = t.lse.data<T>() + (b * H + h) * pb.nq;
   const T slope = pb.slopes ? pb.slopes[h] : T(0);
+  const T* table = pb.distance_bias ? pb.distance_bias + h * pb.bias_bins : nullptr;
+  // This (batch, head)'s row of the distance bias's gradient: the sum of dS over each bin's scores.
+  const int64_t bins = table ? t.grads.ddistance_bias_rows.size(2) : 0;
+  T* dbias = table ? t.grads.ddistance_bias_rows.data<T>() + (b * H + h) * bins : nullptr;
   T *s = w.s.data(), *dp = w.dp.data(), *delta = w.delta.data(), *dk_acc = w.dk.data(), *dv_acc = w.dv.data();
 
   // D_i = dO_i . O_i: the softmax backward's row term, once per row.
@@ -283,7 +293,7 @@ template <class T, class In>
       tile_scores(pb, q_in, q, i0, rows, w.kt.data(), w.key_pairs.data(), s);
       for (int64_t r = 0; r < rows; ++r) {
         T* sr = s + r * kKeyTile;
-        bias_and_mask(pb, slope, i0 + r, j0, cols, sr);
+        bias_and_mask(pb, slope, table, i0 + r, j0, cols, sr);
         const T l = lse[i0 + r];
 #pragma omp simd
         for (int64_t c = 0; c < cols; ++c) sr[c] = fastmath::exp(sr[c] - l);
@@ -293,6 +303,10 @@ template <class T, class In>
       for (int64_t r = 0; r < rows; ++r) {  // dS = scale P (dP - D), in place of P
         T *sr = s + r * kKeyTile, *dpr = dp + r * kKeyTile;
         const T di = delta[i0 + r];
+        if (dbias) {  // d loss / d bias: P (dP - D), unscaled, into the bin of each visible key's distance
+          const int64_t visible = pb.visible(i0 + r, j0, cols), distance0 = pb.offset + i0 + r - j0;
+          for (int64_t c = 0; c < visible; ++c) dbias[std::min(distance0 - c, bins - 1)] += sr[c] * (dpr[c] - di);
+        }
 #pragma omp simd
         for (int64_t c = 0; c < cols; ++c) sr[c] = pb.scale * sr[c] * (dpr[c] - di);
       }
@@ -337,7 +351,9 @@ Problem<T> problem(const Tensor& q, const Tensor& k, const Tensor& v, const ops:
           v.size(3),         p.offset,
           static_cast<T>(p.scale),
           p.slopes.defined() ? p.slopes.data<T>() : nullptr,
-          q.dtype() == DType::BFloat16 && use_scores_bf16()};
+          q.dtype() == DType::BFloat16 && use_scores_bf16(),
+          p.distance_bias.defined() ? p.distance_bias.data<T>() : nullptr,
+          p.distance_bias.defined() ? p.distance_bias.size(1) : 0};
 }
 
 }  // namespace
