@@ -290,6 +290,12 @@ Tensor silu(const Tensor& x) {
     return {g * conj(s * (1.0 + v * (1.0 - s)))};
   });
 }
+// softplus(x) = log(1 + exp(x)): softplus' = sigmoid(x).
+Tensor softplus(const Tensor& x) {
+  return record("softplus", ops::unary(Unary::Softplus, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {
+    return {g * sigmoid(sx.get())};
+  });
+}
 // gelu(x) = x Phi(x): gelu' = Phi(x) + x phi(x).
 Tensor gelu(const Tensor& x) {
   return record("gelu", ops::unary(Unary::Gelu, x), {x}, [sx = SavedTensor(x)](const Tensor& g) -> Grads {

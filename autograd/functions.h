@@ -53,6 +53,7 @@ Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor silu(const Tensor& x);
+Tensor softplus(const Tensor& x);  // log(1 + exp(x)), computed without overflow; real only
 Tensor gelu(const Tensor& x);
 // d gelu(x) / dx = Phi(x) + x phi(x) (gelu's backward under create_graph).
 Tensor gelu_derivative(const Tensor& x);

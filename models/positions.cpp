@@ -42,9 +42,6 @@ std::pair<Tensor, Tensor> PositionScheme::rotate(const Tensor& q, const Tensor& 
 
 namespace {
 
-// softplus(u) = log(1 + exp(u)) as max(u, 0) + log(1 + exp(-|u|)): no overflow for any u.
-Tensor softplus(const Tensor& u) { return maximum(u, zeros({}, u.dtype(), u.device())) + log(1.0 + exp(-abs(u))); }
-
 // none: attention sees no position at all.
 class NoPositions : public PositionScheme {
  public:

@@ -307,7 +307,7 @@ into values a graph has saved (including via t.detach().numpy()).)");
   const std::pair<const char*, Unary> unary[] = {
       {"neg", &neg},       {"exp", &exp},     {"log", &log},         {"sqrt", &sqrt},   {"rsqrt", &rsqrt},
       {"sin", &sin},       {"cos", &cos},     {"tanh", &tanh},       {"sigmoid", &sigmoid}, {"silu", &silu},
-      {"gelu", &gelu},     {"abs", &abs},     {"square", &square},   {"reciprocal", &reciprocal},
+      {"gelu", &gelu},     {"abs", &abs},     {"square", &square},   {"reciprocal", &reciprocal}, {"softplus", &softplus},
       {"conj", &conj},     {"angle", &angle}, {"real", &real},       {"imag", &imag},
       {"view_as_real", &view_as_real},        {"view_as_complex", &view_as_complex}, {"contiguous", &contiguous}, {"clone", &clone}};
   for (const auto& [name, fn] : unary) {

@@ -2,6 +2,7 @@
 // and type promotion, comparisons, and conversions. Each checks its arguments,
 // decides the result's dtype and shape, allocates it on the inputs' device and
 // calls that device's kernel (tensor/backend.h).
+#include <iterator>
 #include <utility>
 
 #include "tensor/backend.h"
@@ -12,7 +13,8 @@ namespace phasor::ops {
 const char* name(Unary op) {
   static const char* const names[] = {"neg",  "exp",  "log", "sqrt",       "rsqrt", "sin",   "cos",  "tanh",  "sigmoid",
                                       "silu", "gelu", "abs", "reciprocal", "conj",  "angle", "sign", "square",
-                                      "gelu_derivative"};
+                                      "gelu_derivative", "softplus"};
+  static_assert(std::size(names) == static_cast<size_t>(Unary::Count), "one name per Unary op, in its order");
   return names[static_cast<int>(op)];
 }
 const char* name(Binary op) {
@@ -27,7 +29,7 @@ Tensor operand(const Tensor& t, DType dtype, const Dims& shape, Device device) {
   return expand(to(on_device(t, device), dtype), shape);
 }
 
-bool complex_unsupported(Unary op) { return op == Unary::Gelu || op == Unary::GeluDerivative; }
+bool complex_unsupported(Unary op) { return op == Unary::Gelu || op == Unary::GeluDerivative || op == Unary::Softplus; }
 
 // Ops whose inputs are promoted to a floating type even when both are integers.
 bool needs_inexact(Binary op) { return op == Binary::Div || op == Binary::Atan2; }

@@ -14,6 +14,8 @@ namespace phasor::ops {
 enum class Unary {
   Neg, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Silu, Gelu, Abs, Reciprocal, Conj, Angle, Sign, Square,
   GeluDerivative,  // d gelu(x) / dx, for gelu's backward
+  Softplus,        // log(1 + exp(x)), real only (pope, carope)
+  Count            // how many there are: the name table's size is checked against it
 };
 enum class Binary { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2 };
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };

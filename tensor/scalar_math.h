@@ -87,6 +87,9 @@ PHASOR_SCALAR T unary_value(ops::Unary op, T x) {
       case Unary::Gelu:
         if constexpr (!is_complex<T>) return R(0.5) * x * (R(1) + math::erf(x * R(0.7071067811865476)));
         break;
+      case Unary::Softplus:  // max(x, 0) + log1p(exp(-|x|)): no overflow for any x, and exp(x) itself far below 0
+        if constexpr (!is_complex<T>) return (x > R(0) ? x : R(0)) + math::log1p(math::exp(-(x < R(0) ? -x : x)));
+        break;
       case Unary::GeluDerivative:  // Phi(x) + x phi(x)
         if constexpr (!is_complex<T>)
           return R(0.5) * (R(1) + math::erf(x * R(0.7071067811865476))) + x * math::exp(R(-0.5) * x * x) * R(0.3989422804014327);

@@ -218,7 +218,7 @@ TEST_CASE("gradcheck: unary maths, real and complex") {
       {"cos", cos, false, true},         {"tanh", tanh, false, true},       {"sigmoid", sigmoid, false, true},
       {"silu", silu, false, true},       {"gelu", gelu, false, false},      {"abs", abs, false, true},
       {"square", square, false, true},   {"reciprocal", reciprocal, true, true}, {"conj", conj, false, true},
-      {"angle", angle, false, true},
+      {"angle", angle, false, true},     {"softplus", softplus, false, false},
   };
   for (const Case& c : cases) {
     for (DType dt : kBoth) {

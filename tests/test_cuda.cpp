@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <sstream>
+#include <iterator>
 #include <string>
 #include <tuple>
 
@@ -272,10 +273,11 @@ TEST_CASE("cuda: every unary op, every dtype, every layout") {
   using ops::Unary;
   const Unary all[] = {Unary::Neg,     Unary::Exp,  Unary::Log,  Unary::Sqrt, Unary::Rsqrt,      Unary::Sin,  Unary::Cos,
                        Unary::Tanh,    Unary::Sigmoid, Unary::Silu, Unary::Gelu, Unary::Abs, Unary::Reciprocal, Unary::Conj,
-                       Unary::Angle,   Unary::Sign, Unary::Square, Unary::GeluDerivative};
+                       Unary::Angle,   Unary::Sign, Unary::Square, Unary::GeluDerivative, Unary::Softplus};
+  static_assert(std::size(all) == static_cast<size_t>(Unary::Count), "every Unary op, once");
   for (Unary op : all)
     for (DType dt : {DType::Int64, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128}) {
-      if (is_complex(dt) && (op == Unary::Gelu || op == Unary::GeluDerivative)) {
+      if (is_complex(dt) && (op == Unary::Gelu || op == Unary::GeluDerivative || op == Unary::Softplus)) {
         CHECK_THROWS_AS(ops::unary(op, on_gpu(rnd({2}, dt))), Error);
         continue;
       }
