@@ -520,10 +520,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b) {
                   }
                   if (sa.defined()) {
                     const Tensor a = sa.get();
-                    if (op_a == MatOp::None && a.dim() > 2 && a.dim() == g.dim() && a.is_contiguous() && g.is_contiguous() &&
-                        sb_is_matrix) {
+                    if (op_a == MatOp::None && a.dim() > 2 && a.dim() == g.dim() && a.is_contiguous() && sb_is_matrix) {
                       // A weight shared by a batch: one GEMM over the folded batch instead of per-item products summed.
-                      const Tensor a2 = reshape(a, fold_to_matrix(a.shape())), g2 = reshape(g, fold_to_matrix(g.shape()));
+                      // A strided gradient (the real part of a complex one: pope's, complexformer-seed's) is copied
+                      // first: one pass, where the per-item products cost ten times the step.
+                      const Tensor a2 = reshape(a, fold_to_matrix(a.shape())), g2 = reshape(contiguous(g), fold_to_matrix(g.shape()));
                       grad_b = undo_op(matmul(a2, g2, MatOp::ConjTranspose, MatOp::None), op_b);
                     } else {
                       auto [ah, flag] = adjoint_of(a, op_a);

@@ -42,6 +42,14 @@ std::pair<Tensor, Tensor> PositionScheme::rotate(const Tensor& q, const Tensor& 
 
 namespace {
 
+// x [B, N, D] times w^T (w [O, D]) as one 2-d product [B N, D] x [D, O]: the
+// shape the GEMM libraries run fast (a batch of B products against one
+// broadcast weight, and its summed weight gradient, took 10x longer here).
+Tensor project(const Tensor& x, const Tensor& w) {
+  const int64_t b = x.size(0), n = x.size(1);
+  return reshape(matmul(reshape(x, {b * n, x.size(2)}), w, MatOp::None, MatOp::Transpose), {b, n, w.size(0)});
+}
+
 // none: attention sees no position at all.
 class NoPositions : public PositionScheme {
  public:
@@ -157,7 +165,7 @@ class CARoPE : public PositionScheme {
     const int64_t b = q.size(0), n = q.size(1), h = q.size(2), p = q.size(3);
     const DType rt = x.dtype();
     // log f = -log(1 + softplus(w . x)), softplus(u) = max(u, 0) + log(1 + exp(-|u|)) (stable for any u).
-    const Tensor u = matmul(x, (*a.parameters)[0], MatOp::None, MatOp::Transpose);  // [B, N, H]
+    const Tensor u = project(x, (*a.parameters)[0]);  // [B, N, H]
     const Tensor log_f = -log(1.0 + softplus(u));
     // f^j = exp(j log f): f^0 = exp(0) = 1 exactly.
     const Tensor powers = exp(unsqueeze(log_f, 3) * exponents(p, rt, x.device()));  // [B, N, H, P]
@@ -248,7 +256,7 @@ class ComplexFormerSeed : public PositionScheme {
     const Tensor& x = *a.input;
     const Dims shape = q.shape();  // [B, N, H, d]
     const auto turn = [&](const Tensor& angle_net) {
-      const Tensor angle = reshape(tanh(matmul(x, angle_net, MatOp::None, MatOp::Transpose)), shape);
+      const Tensor angle = reshape(tanh(project(x, angle_net)), shape);
       return polar(ones(shape, angle.dtype(), angle.device()), angle);
     };
     const Tensor gate = reshape(sigmoid(p[2]), {1, 1, config().n_heads, 1});

@@ -23,19 +23,22 @@ Tensor or_undefined(const std::optional<Tensor>& t) { return t ? *t : Tensor(); 
 
 void bind_fused(py::module_& m) {
   m.def("causal_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<double> scale,
-                               std::optional<Tensor> alibi_slopes, int64_t offset) {
+                               std::optional<Tensor> alibi_slopes, int64_t offset, std::optional<Tensor> distance_bias) {
           PHASOR_CHECK(q.dim() == 4, "causal_attention: q must be [B, N, H, d], got ", q.dim(), " dimensions");
           const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-          return causal_attention(q, k, v, s, offset, or_undefined(alibi_slopes));
-        }, "q"_a, "k"_a, "v"_a, "scale"_a = py::none(), "alibi_slopes"_a = py::none(), "offset"_a = 0,
-        "softmax(scale q k^T - slope_h (i + offset - n), causal) v over q [B, Nq, H, d], k and v [B, Nk, H, d] (real), "
-        "fused: no [Nq, Nk] matrix is held. scale defaults to 1/sqrt(d); alibi_slopes [H] is optional");
+          return causal_attention(q, k, v, s, offset, or_undefined(alibi_slopes), or_undefined(distance_bias));
+        }, "q"_a, "k"_a, "v"_a, "scale"_a = py::none(), "alibi_slopes"_a = py::none(), "offset"_a = 0, "distance_bias"_a = py::none(),
+        "softmax(scale q k^T - slope_h (i + offset - n) + distance_bias[h, min(i + offset - n, R)], causal) v over "
+        "q [B, Nq, H, d], k [B, Nk, H, d] and v [B, Nk, H, dv] (real; dv may differ from d), fused: no [Nq, Nk] matrix is "
+        "held. scale defaults to 1/sqrt(d); alibi_slopes [H] and distance_bias [H, R + 1] (with its gradient) are optional");
   m.def("cmha_rotate", [](const Tensor& z, const Tensor& delta, std::optional<Tensor> phase_bias, const Tensor& beta, int64_t offset,
-                          double rope_base) { return cmha_rotate(z, delta, or_undefined(phase_bias), beta, offset, rope_base); },
-        "z"_a, "delta"_a, "phase_bias"_a, "beta"_a, "offset"_a = 0, "rope_base"_a = 10000.0,
+                          double rope_base, std::optional<Tensor> frequencies) {
+          return cmha_rotate(z, delta, or_undefined(phase_bias), beta, offset, rope_base, or_undefined(frequencies));
+        },
+        "z"_a, "delta"_a, "phase_bias"_a, "beta"_a, "offset"_a = 0, "rope_base"_a = 10000.0, "frequencies"_a = py::none(),
         "ComplexFormer's Euler transform and adaptive rotation of complex z [B, N, H, P]: r exp(i (delta phi + phase_bias + "
         "beta m w_j)) with r, phi the modulus and phase of z, m = offset + n, w_j = rope_base^(-j/P); delta, phase_bias [H, P] "
-        "(phase_bias None for keys), beta [H]");
+        "(phase_bias None for keys), beta [H]; frequencies (float64 [P], optional) replace the w_j (context extension)");
   m.def("rotary_table", [](int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, DType dtype) {
           return ops::rotary_table(n, pairs, offset, base, xpos_scale_base, 1, dtype);
         }, "n"_a, "pairs"_a, "offset"_a = 0, "base"_a = 10000.0, "xpos_scale_base"_a = 0.0, "dtype"_a = DType::Complex64,

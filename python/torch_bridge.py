@@ -127,10 +127,12 @@ def _wrapped(name):
     return wrap(getattr(_phasor, name))
 
 
-def causal_attention(q, k, v, scale=None, alibi_slopes=None):
-    """softmax(scale q k^T - ALiBi, causal) v for torch tensors q [B, Nq, H, d], k, v [B, Nk, H, d] (real),
-    through Phasor's fused kernel: O(N d) memory, no [Nq, Nk] matrix. scale defaults to 1/sqrt(d)."""
-    return _wrapped("causal_attention")(q, k, v, scale, alibi_slopes)
+def causal_attention(q, k, v, scale=None, alibi_slopes=None, distance_bias=None):
+    """softmax(scale q k^T - ALiBi + distance bias, causal) v for torch tensors q [B, Nq, H, d], k [B, Nk, H, d],
+    v [B, Nk, H, dv] (real; dv may differ from d), through Phasor's fused kernel: O(N d) memory, no [Nq, Nk]
+    matrix. scale defaults to 1/sqrt(d); distance_bias [H, R + 1] adds distance_bias[h, min(m - n, R)] to each
+    score, and gets its gradient."""
+    return _wrapped("causal_attention")(q, k, v, scale, alibi_slopes, 0, distance_bias)
 
 
 def cmha_rotate(z, delta, phase_bias, beta, offset=0, rope_base=10000.0):

@@ -110,12 +110,13 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatOp op_a, MatOp op_b, st
   for (int i = 0; i + 2 < b.dim(); ++i) b_batch.push_back(b.size(i));
   const Dims batch = broadcast_shapes(a_batch, b_batch, "matmul");
 
-  // A batch of a's times a single b: fold a's batch into M (one big GEMM).
-  if (b_batch.empty() && !ta && a.dim() > 2 && a.is_contiguous()) {
+  // A batch of a's times a single b: fold a's batch into M (one big GEMM); a
+  // strided a (the real part of a complex gradient) is copied to fold.
+  if (b_batch.empty() && !ta && a.dim() > 2) {
     Dims out_shape = batch;
     out_shape.push_back(m);
     out_shape.push_back(n);
-    Tensor flat = matmul(reshape(a, fold_to_matrix(a.shape())), b, MatOp::None, op_b, out_dt);
+    Tensor flat = matmul(reshape(contiguous(a), fold_to_matrix(a.shape())), b, MatOp::None, op_b, out_dt);
     Tensor out = reshape(flat, out_shape);
     return b_vec ? squeeze(out, -1) : out;
   }

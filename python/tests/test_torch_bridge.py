@@ -174,3 +174,25 @@ def test_wrap_refuses_an_input_or_output_changed_in_place(torch):
     prod, e = fn(a, b0)
     (ga,) = torch.autograd.grad((prod + e).sum(), (a,))
     torch.testing.assert_close(ga, b0.detach() + a.detach().exp(), rtol=1e-12, atol=0)
+
+
+def test_causal_attention_with_a_value_width_and_a_distance_bias_matches_torch(torch):
+    """complexformer-seed's and pope's attention: v narrower than q and k, and a bias per head and distance
+    (clamped at R), whose gradient reaches torch."""
+    torch.manual_seed(2)
+    R, DV = 2, 3
+    q, k = (randn(torch, B, N, H, D, dtype=torch.float64) for _ in range(2))
+    v = randn(torch, B, N, H, DV, dtype=torch.float64)
+    bias = randn(torch, H, R + 1, dtype=torch.float64)
+    i = torch.arange(N)
+    bins = (i[:, None] - i[None, :]).clamp(0, R)
+    scores = torch.einsum("bihd,bjhd->bhij", q, k) / D**0.5 + bias[:, bins]
+    scores = scores.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    expected = torch.einsum("bhij,bjhd->bihd", scores.softmax(-1), v)
+    got = pt.causal_attention(q, k, v, distance_bias=bias)
+    assert got.shape == (B, N, H, DV)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=0)
+    g = torch.randn_like(got)
+    for a, b in zip(torch.autograd.grad(got, (q, k, v, bias), g), torch.autograd.grad(expected, (q, k, v, bias), g)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda q, k, v, b: pt.causal_attention(q, k, v, distance_bias=b), (q, k, v, bias))
