@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -139,13 +140,20 @@ namespace {
 std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted.store(true); }
 
-class SigintScope {  // Ctrl-C sets a flag; the loop saves and stops at the next step
+// Ctrl-C, and SIGTERM and SIGHUP (what `timeout`, `kill` and batch schedulers
+// send, and a closed terminal), set a flag; the loop saves and stops at the next step.
+class SigintScope {
  public:
-  SigintScope() { previous_ = std::signal(SIGINT, on_sigint); }
-  ~SigintScope() { std::signal(SIGINT, previous_); }
+  SigintScope() {
+    for (size_t i = 0; i < kSignals.size(); ++i) previous_[i] = std::signal(kSignals[i], on_sigint);
+  }
+  ~SigintScope() {
+    for (size_t i = 0; i < kSignals.size(); ++i) std::signal(kSignals[i], previous_[i]);
+  }
 
  private:
-  void (*previous_)(int);
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<void (*)(int), 3> previous_{};
 };
 
 // More threads than the cores this process may use only slow it down, and
@@ -457,6 +465,16 @@ TrainSummary run_loop(Run& run) {
   StepReport last{};  // the latest step read
   // Accounts for the steps recorded since the last read: skipped steps, the
   // tokens of the steps taken, a run of bad steps that stops the run.
+  std::string diverged;  // set when --max-bad-steps bad steps ran in a row: the stop's message
+  // The skipped steps left the parameters and the optimizer as the last good
+  // step did: a run without periodic checkpoints saves that state before it
+  // stops, so nothing is lost (with --ckpt-every, the checkpoint before the
+  // divergence stays the latest).
+  const auto stop_if_diverged = [&] {
+    if (diverged.empty()) return;
+    if (o.ckpt_every == 0) run.save_checkpoint();
+    fail(diverged);
+  };
   const auto read_records = [&] {
     for (StepReport r : records.read()) {
       if (distributed) {  // the global batch's mean loss, and whether any rank was interrupted
@@ -471,8 +489,12 @@ TrainSummary run_loop(Run& run) {
         ++bad_in_a_row;
         run.probe_heads(false);
         run.write_log({{"step", r.step}, {"skipped", true}, {"loss", r.loss}});
-        PHASOR_CHECK(bad_in_a_row < o.max_bad_steps, "train: ", bad_in_a_row, " steps in a row had a NaN or Inf loss or gradient (step ",
-                     r.step, "); stopping. The latest checkpoint holds the last good state");
+        if (bad_in_a_row >= o.max_bad_steps && diverged.empty()) {  // the loop stops at the end of this step (stop_if_diverged)
+          std::ostringstream m;
+          m << "train: " << bad_in_a_row << " steps in a row had a NaN or Inf loss or gradient (step " << r.step
+            << "); stopping. The latest checkpoint holds the last good state";
+          diverged = m.str();
+        }
       } else {
         bad_in_a_row = 0;
         last_loss = r.loss;
@@ -514,6 +536,7 @@ TrainSummary run_loop(Run& run) {
   while (run.step < o.steps) {
     if (distributed ? stop_agreed : interrupted.load()) {
       read_records();
+      stop_if_diverged();
       if (root) std::fprintf(stderr, "\ninterrupted: saving a checkpoint at step %ld\n", static_cast<long>(run.step));
       run.save_checkpoint();
       summary.interrupted = true;
@@ -542,6 +565,7 @@ TrainSummary run_loop(Run& run) {
     const bool validation_due = (o.eval_every > 0 && run.step % o.eval_every == 0) || run.step == o.steps;
     if (o.ckpt_every > 0 && run.step % o.ckpt_every == 0) save_due = true;
     if (log_due || validation_due || save_due) read_records();
+    stop_if_diverged();
     const bool skipped = last.skipped();  // this step's, where read above
 
     if (log_due && !skipped) {
@@ -580,6 +604,7 @@ TrainSummary run_loop(Run& run) {
     }
   }
   read_records();
+  stop_if_diverged();
   // A run of no steps (--steps 0) still ends with its checkpoint: the initial model.
   if (!summary.interrupted && run.previous_checkpoint_ != checkpoint_name(run.step)) run.save_checkpoint();
   if (tty) std::fprintf(stderr, "\n");

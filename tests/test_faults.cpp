@@ -458,3 +458,59 @@ TEST_CASE("NaN steps past --max-bad-steps in a row stop the run; the checkpoint 
   CHECK_MESSAGE(resumed.status == 0, resumed.err);
   CHECK(latest_name(run) == "ckpt-00000010");
 }
+
+TEST_CASE("SIGTERM and SIGHUP stop `phasor train` as Ctrl-C does: a checkpoint of the step reached, exit 130, and it resumes") {
+  for (const int sig : {SIGTERM, SIGHUP, SIGINT}) {
+    CAPTURE(sig);
+    const fs::path run = fresh_dir("signal_" + std::to_string(sig)) / "run";
+    const std::string cli = PHASOR_CLI_PATH;
+    std::vector<std::string> args{"train", "--d-model", "16", "--n-layers", "1", "--n-heads", "2", "--d-ff", "32", "--seq-len", "16",
+                                  "--batch", "2", "--eval-every", "0", "--eval-windows", "2", "--log-every", "1", "--threads", "1",
+                                  "--steps", "1000000", "--data", data_file().string(), "--run-dir", run.string()};
+    std::string program = cli;
+    std::vector<char*> argv{program.data()};
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    const std::string err_file = (run.parent_path() / "stderr").string();
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    REQUIRE(posix_spawn(&pid, cli.c_str(), &actions, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    // Wait until it has logged a few steps (it never saves on its own before its millionth step).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < give_up) {
+      std::error_code ec;
+      if (fs::exists(run / "log.jsonl") && fs::file_size(run / "log.jsonl", ec) > 200) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(pid, sig);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE_MESSAGE(WIFEXITED(status), "ended by signal ", WTERMSIG(status), ": the run was lost");
+    CHECK(WEXITSTATUS(status) == 130);
+    CHECK(contains(read_bytes(err_file), "interrupted: saving a checkpoint"));
+    const std::string latest = latest_name(run);
+    REQUIRE(!latest.empty());
+    CHECK(nn::load_training_checkpoint((run / latest).string()).state.at("step").get<int64_t>() > 0);
+    CHECK(temporaries(run).empty());
+  }
+}
+
+TEST_CASE("NaN steps past --max-bad-steps without --ckpt-every: the last good state is saved before the run stops") {
+  const fs::path run = fresh_dir("diverge_no_ckpt") / "run";
+  const Cli r = phasor_cli(train_args(run, 10, "--max-bad-steps 3"), "PHASOR_FAULT_NAN_AT_STEP=3,1000");
+  check_one_line_failure(r, "3 steps in a row had a NaN or Inf");
+  const std::string latest = latest_name(run);
+  REQUIRE(!latest.empty());  // before: no checkpoint at all, the whole run lost
+  const nn::TrainingCheckpoint ck = nn::load_training_checkpoint((run / latest).string());
+  CHECK(ck.state.at("optimizer_steps") == 3);  // the skipped steps changed nothing
+  // Its weights are those of a clean 3-step run.
+  const fs::path clean = fresh_dir("diverge_no_ckpt_clean") / "run";
+  const Cli c = phasor_cli(train_args(clean, 3, "--max-bad-steps 3"));
+  REQUIRE_MESSAGE(c.status == 0, c.err);
+  check_same_tensors(run / latest / "model.safetensors", clean / "ckpt-00000003" / "model.safetensors");
+  check_same_tensors(run / latest / "optimizer.safetensors", clean / "ckpt-00000003" / "optimizer.safetensors");
+}
