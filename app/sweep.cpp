@@ -5,9 +5,13 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +22,7 @@
 
 #include "app/evaluate.h"
 #include "app/output_path.h"
+#include "app/sweep_lock.h"
 #include "app/train.h"
 #include "models/data/corpus.h"
 #include "models/data/tokenizer.h"
@@ -449,6 +454,7 @@ double median_tokens_per_second(const std::string& run_dir) {
 }  // namespace
 
 void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
+  const SweepLock lock = SweepLock::for_cell(out_dir);  // under its sweep's lock, or its own
   const SweepPlan plan = read_sweep_plan(out_dir);
   const std::vector<SweepCell> cells = sweep_cells(plan);
   const auto it = std::find_if(cells.begin(), cells.end(), [&](const SweepCell& c) { return c.name == cell_name; });
@@ -519,6 +525,33 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
 
 namespace {
 
+// A signal that stops the sweep (SIGINT, SIGTERM, SIGHUP): set by the
+// handler, read by the loop, which then stops its cells and itself.
+std::atomic<int> stop_signal{0};
+extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+
+// The handler for the life of a sweep, installed without SA_RESTART so that
+// the wait for a cell returns at once (EINTR) when a signal comes.
+class StopSignals {
+ public:
+  StopSignals() {
+    stop_signal.store(0);
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &previous_[i]);
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> previous_{};
+};
+
 // Starts `phasor sweep --out DIR --cell NAME` with its output in log_path.
 pid_t spawn_cell(const std::string& self_exe, const std::string& out_dir, const std::string& cell, const std::string& log_path) {
   posix_spawn_file_actions_t actions;
@@ -573,6 +606,8 @@ void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::str
   // Later cells would train on earlier cells' checkpoints and logs.
   for (const auto& [task, file] : plan.task_files) refuse_output_folder_in_inputs("sweep", "--out", out_dir, {{"--data", file}});
   fs::create_directories(out_dir + "/cells");
+  const SweepLock lock = SweepLock::acquire(out_dir);  // before anything in the folder is read or written
+  const StopSignals stop_signals;
   const std::string plan_path = out_dir + "/plan.json";
   if (fs::exists(plan_path))
     PHASOR_CHECK(read_sweep_json(plan_path) == to_json(plan), "sweep: '", out_dir, "' holds a sweep with another plan (preset '",
@@ -594,13 +629,23 @@ void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::str
   const auto start = std::chrono::steady_clock::now();
   const auto minutes_so_far = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60; };
   const auto may_start = [&] { return stop_after_minutes < 0 || minutes_so_far() < stop_after_minutes; };
+  // Stopped by a signal: its cells are stopped too (never left running with
+  // parent 1, where a rerun would start a second process on the same cell).
+  const auto stop_cells = [&] {
+    for (const auto& [child, name] : running) ::kill(child, SIGTERM);
+    for (const auto& [child, name] : running) ::waitpid(child, nullptr, 0);
+    fail("sweep: stopped by signal ", stop_signal.load(), "; its ", running.size(),
+         " running cell(s) were stopped too and start over when the sweep is rerun");
+  };
   while ((next < todo.size() && may_start()) || !running.empty()) {
-    while (next < todo.size() && running.size() < static_cast<size_t>(std::max(1, plan.jobs)) && may_start()) {
+    while (next < todo.size() && running.size() < static_cast<size_t>(std::max(1, plan.jobs)) && may_start() && stop_signal.load() == 0) {
       const SweepCell& c = todo[next++];
       running[spawn_cell(self_exe, out_dir, c.name, out_dir + "/cells/" + c.name + ".log")] = c.name;
     }
+    if (stop_signal.load() != 0) stop_cells();
     int status = 0;
     const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0 && errno == EINTR) continue;  // a signal: the loop's top decides
     if (pid < 0) break;
     const auto it = running.find(pid);
     if (it == running.end()) continue;

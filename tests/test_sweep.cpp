@@ -1,10 +1,18 @@
 // `phasor sweep` (app/sweep.h): a tiny plan end to end through the CLI's
 // child processes, then resuming, refusing another plan, and the report.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 #include <map>
 #include <regex>
 #include <set>
@@ -394,4 +402,98 @@ TEST_CASE("the scale report: means, standard errors, gaps and their fit from syn
   CHECK(count_of(read_text_file((out / "gap_kjv.svg").string()), "<circle") == 2);
   CHECK(report.find("Not measured yet") != std::string::npos);
   fs::remove_all(out);
+}
+
+namespace {
+
+Cli phasor_cli(const std::string& args) { return run_shell(phasor_command() + " " + args, scratch_root("sweep", true)); }
+
+// `phasor <args>` started in the background, its stderr in err_file.
+pid_t start_cli(const std::vector<std::string>& args_in, const fs::path& err_file) {
+  std::vector<std::string> args = args_in;
+  std::string program = PHASOR_CLI_PATH;
+  std::vector<char*> argv{program.data()};
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  return pid;
+}
+
+// The pids of the processes whose command line holds `needle`.
+std::vector<pid_t> processes_with(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+// Waits until `pred` holds or `seconds` pass; whether it held.
+template <class Pred>
+bool wait_for(Pred pred, int seconds) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+// A sweep whose one cell trains for a long time, on the CLI, in the background.
+pid_t start_long_sweep(const fs::path& out) {
+  return start_cli({"sweep", "--preset", "quick", "--out", out.string(), "--tasks", "arith", "--variants", "rope", "--seeds", "1",
+                    "--steps", "100000000", "--jobs", "1", "--throughput-rounds", "0"},
+                   out.parent_path() / (out.filename().string() + ".stderr"));
+}
+
+}  // namespace
+
+TEST_CASE("one sweep folder, one sweep: a second sweep or a hand-started cell is refused; a dead sweep's lock is taken over") {
+  const fs::path out = fresh_temp_dir("sweep_lock");
+  const pid_t sweep = start_long_sweep(out);
+  REQUIRE(wait_for([&] { return !processes_with(out.string() + " --cell").empty(); }, 120));
+  const Cli second = phasor_cli("sweep --preset quick --out " + quote(out) + " --tasks arith --variants rope --seeds 1 --steps 100000000 "
+                                "--jobs 1 --throughput-rounds 0");
+  CHECK(second.status != 0);
+  CHECK_MESSAGE(second.err.find("is in use by another sweep (pid " + std::to_string(sweep) + ")") != std::string::npos, second.err);
+  const Cli cell = phasor_cli("sweep --out " + quote(out) + " --cell arith-rope-s1");
+  CHECK(cell.status != 0);
+  CHECK_MESSAGE(cell.err.find("is in use by another sweep") != std::string::npos, cell.err);
+  ::kill(sweep, SIGKILL);  // dies holding the lock, leaving its pid in the file
+  REQUIRE(::waitpid(sweep, nullptr, 0) == sweep);
+  // Its cell stops with it (its parent's death sends it SIGTERM), and the next sweep takes the lock over.
+  CHECK(wait_for([&] { return processes_with(out.string() + " --cell").empty(); }, 60));
+  const Cli again = phasor_cli("sweep --preset quick --out " + quote(out) + " --tasks arith --variants rope --seeds 1 --steps 100000000 "
+                               "--jobs 1 --throughput-rounds 0 --stop-after 0");
+  CHECK_MESSAGE(again.status == 0, again.err);
+  fs::remove_all(out);
+}
+
+TEST_CASE("SIGTERM, SIGINT or SIGHUP to a sweep stops its running cells too: none is left behind with parent 1") {
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    CAPTURE(sig);
+    const fs::path out = fresh_temp_dir("sweep_stop_" + std::to_string(sig));
+    const pid_t sweep = start_long_sweep(out);
+    REQUIRE(wait_for([&] { return !processes_with(out.string() + " --cell").empty(); }, 120));
+    ::kill(sweep, sig);
+    int status = 0;
+    REQUIRE(::waitpid(sweep, &status, 0) == sweep);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) != 0));
+    const std::string err = read_text_file((out.parent_path() / (out.filename().string() + ".stderr")).string());
+    CHECK_MESSAGE(err.find("sweep: stopped by signal " + std::to_string(sig)) != std::string::npos, err);
+    CHECK(processes_with(out.string() + " --cell").empty());  // already gone: the sweep waited for them
+    fs::remove_all(out);
+  }
 }
