@@ -12,11 +12,13 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "app/svg.h"
 #include "models/data/corpus.h"
+#include "nn/atomic_file.h"
 #include "tensor/error.h"
 
 namespace phasor {
@@ -25,6 +27,18 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // ---------------------------------------------------------------- reading the log
+
+bool is_whole_log_line(std::string_view text) {
+  const json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return line.is_object();  // a parse error gives a discarded value, not an object
+}
+
+std::string repair_run_log(const std::string& log_path) {
+  const LastLineRepair repair = repair_last_line(log_path, is_whole_log_line);
+  if (repair.dropped == 0) return {};
+  return "train: dropped the last line of '" + log_path + "' (" + std::to_string(repair.dropped) +
+         " bytes, not a whole JSON object: a write cut short, by a full disk or a kill); the log goes on from the line before";
+}
 
 namespace {
 
@@ -78,14 +92,25 @@ std::string for_each_log_line(const std::string& run_dir, const std::function<vo
   std::error_code ec;
   PHASOR_CHECK(fs::exists(log_path, ec), "plot: '", log_path, "' not found (is '", run_dir, "' a training run folder?)");
   // A regular file of at most 1 GiB: a FIFO or a device there is refused, not waited on or read forever.
-  std::istringstream in(read_text_file(log_path, "1 GiB for a log"));
-  std::string text;
-  for (int line_number = 1; std::getline(in, text); ++line_number) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = log_path + ":" + std::to_string(line_number);
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(read_text_file(log_path, "1 GiB for a log"));
+    for (std::string text; std::getline(in, text);) lines.push_back(std::move(text));
+  }
+  const auto blank = [](const std::string& text) { return text.find_first_not_of(" \t\r") == std::string::npos; };
+  size_t last = lines.size();  // the last non-blank line
+  while (last > 0 && blank(lines[last - 1])) --last;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (blank(lines[i])) continue;
+    const std::string where = log_path + ":" + std::to_string(i + 1);
+    // The last line alone may be cut short (a full disk, a killed run): skipped, with a warning.
+    if (i + 1 == last && !is_whole_log_line(lines[i])) {
+      std::fprintf(stderr, "plot: warning: %s: the last line is not a whole JSON object (a write cut short?); skipped it\n", where.c_str());
+      break;
+    }
     json line;
     try {
-      line = json::parse(text);
+      line = json::parse(lines[i]);
     } catch (const json::parse_error& e) {
       fail(where, ": malformed JSON (", e.what(), ")");
     }

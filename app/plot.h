@@ -5,6 +5,7 @@
 // "tokens_per_s", ...} and validation lines {"step", "val_loss", ...}.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,8 +25,17 @@ struct RunLog {
 
 // Reads <run_dir>/log.jsonl. Other keys are ignored, and so is a null loss
 // (how JSON writes NaN). phasor::Error names the folder or file at fault, and
-// the line of a malformed one; a log with no loss at all is an error too.
+// the line of a malformed one; a log with no loss at all is an error too. A
+// malformed last line (a write cut short by a full disk or a kill) is skipped
+// with a one-line warning on stderr; one before other lines stays an error.
 RunLog read_run_log(const std::string& run_dir);
+
+// Whether one line of a log.jsonl is a whole JSON object.
+bool is_whole_log_line(std::string_view text);
+// Drops a partial or malformed last line of a run's log (repair_last_line,
+// nn/atomic_file.h), so the lines appended next start on a line of their own;
+// returns a one-line note saying so, or "" when the log was whole (or absent).
+std::string repair_run_log(const std::string& log_path);
 
 // Train loss (solid) and validation loss (dashed, with markers) against step,
 // one colour per run, as an SVG document.

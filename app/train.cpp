@@ -20,6 +20,7 @@
 #include "app/fault_injection.h"
 #include "app/memory.h"
 #include "app/output_path.h"
+#include "app/plot.h"
 #include "app/step_graph.h"
 #include "app/step_records.h"
 #include "app/gradient.h"
@@ -307,7 +308,10 @@ struct Run {
 
   void open_log() {
     if (!world().is_root()) return;  // rank 0 alone writes files
-    log = AppendFile(options.run_dir + "/log.jsonl");
+    const std::string path = options.run_dir + "/log.jsonl";
+    // A last line cut short (a full disk, a kill) would join the first line written now.
+    if (const std::string note = repair_run_log(path); !note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+    log = AppendFile(path);
   }
   void write_log(const nlohmann::json& line) {
     if (log.is_open()) log.write(line.dump() + "\n");

@@ -161,6 +161,54 @@ void AppendFile::write(std::string_view bytes) {
   if (const int err = write_all(fd_, bytes)) fail_io("write", path_, err);  // no injected fault: only saves take one
 }
 
+LastLineRepair repair_last_line(const std::string& path, const std::function<bool(std::string_view)>& whole) {
+  FileDescriptor file(::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (file.get() < 0) {
+    if (errno == ENOENT) return {};
+    fail_io("open", path, errno);
+  }
+  struct stat info {};
+  if (::fstat(file.get(), &info) != 0) fail_io("read", path, errno);
+  if (!S_ISREG(info.st_mode) || info.st_size == 0) return {};
+  const auto size = static_cast<uint64_t>(info.st_size);
+  // The last line, read backwards in chunks until the '\n' before it.
+  std::string line;
+  uint64_t start = 0;  // where the last line begins
+  bool newline_at_end = false;
+  char buffer[1 << 16];
+  for (uint64_t pos = size; pos > 0;) {
+    const uint64_t n = std::min<uint64_t>(pos, sizeof buffer);
+    pos -= n;
+    const ssize_t got = ::pread(file.get(), buffer, n, static_cast<off_t>(pos));
+    if (got < 0 && errno == EINTR) {
+      pos += n;
+      continue;
+    }
+    if (got != static_cast<ssize_t>(n)) fail_io("read", path, got < 0 ? errno : EIO);
+    std::string_view chunk(buffer, n);
+    if (pos + n == size && chunk.back() == '\n') {  // the file's final '\n' ends the last line
+      newline_at_end = true;
+      chunk.remove_suffix(1);
+    }
+    const size_t at = chunk.rfind('\n');
+    if (at != std::string_view::npos) {
+      start = pos + at + 1;
+      line.insert(0, chunk.substr(at + 1));
+      break;
+    }
+    line.insert(0, chunk);
+  }
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return {};  // a blank line: nothing was cut short
+  if (whole(line)) {
+    if (newline_at_end) return {};
+    if (::pwrite(file.get(), "\n", 1, static_cast<off_t>(size)) != 1) fail_io("write", path, errno);
+    if (::fsync(file.get()) != 0) fail_io("write", path, errno);
+    return {0, true};
+  }
+  if (::ftruncate(file.get(), static_cast<off_t>(start)) != 0 || ::fsync(file.get()) != 0) fail_io("truncate", path, errno);
+  return {size - start, false};
+}
+
 std::string read_file_bytes(const std::string& path, uint64_t max_bytes, std::string_view limit_text) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   FileDescriptor file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));

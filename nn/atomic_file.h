@@ -4,6 +4,7 @@
 // And bounded reading: only regular files, never more than a stated size.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +39,21 @@ class AppendFile {
   int fd_ = -1;
   std::string path_;
 };
+
+// What repair_last_line found at the end of a log.
+struct LastLineRepair {
+  uint64_t dropped = 0;       // bytes of a last line cut off (0: none was)
+  bool completed = false;     // a whole last line lacked its '\n', which was added
+};
+
+// The end of a line-by-line log (a run's log.jsonl) that a write cut short (a
+// full disk, a killed process) left with a partial last line, which the next
+// line appended would join: the last line (the bytes after the last '\n' but
+// the file's final one) is given to `whole`; a line it refuses is cut off (the
+// file truncated to where it starts), and a line it accepts that lacks its
+// '\n' gets one. A missing or empty file, or one that is not a regular file,
+// is left as it is; a symlink is refused as AppendFile refuses it (O_NOFOLLOW).
+LastLineRepair repair_last_line(const std::string& path, const std::function<bool(std::string_view)>& whole);
 
 // The largest file read_file_bytes reads unless told otherwise: 32 GiB, twice
 // the optimizer state of the largest model Phasor builds (2^31 parameters).

@@ -615,7 +615,8 @@ TEST_CASE("R5 resume: --steps not beyond the steps already done") {
 TEST_CASE("R6 plot: a missing run, a corrupt log, an unwritable output") {
   check_refused(phasor_cli("plot " + quote(scratch() / "absent_run")), "does not exist");
   const fs::path run = scratch() / "corrupt_log";
-  write_bytes(run / "log.jsonl", "{\"step\": 1, \"loss\": 2}\n" + std::string(1, '\0') + "\xff junk\n");
+  // A corrupt line before others (a corrupt last line alone is skipped with a warning: a write cut short).
+  write_bytes(run / "log.jsonl", "{\"step\": 1, \"loss\": 2}\n" + std::string(1, '\0') + "\xff junk\n{\"step\": 2, \"loss\": 1}\n");
   check_refused(phasor_cli("plot " + quote(run) + " --out " + quote(scratch() / "out.svg")), "log.jsonl");
   CHECK(!fs::exists(scratch() / "out.svg"));
   write_bytes(scratch() / "plain_file2", "x");

@@ -93,7 +93,8 @@ TEST_CASE("plot errors name the missing folder, the empty log and the malformed 
                        Error);
 
   fs::create_directories(dir / "broken");
-  std::ofstream(dir / "broken" / "log.jsonl") << "{\"step\": 1, \"loss\": 2.0}\n{\"step\": 2, \"loss\": \n";
+  // A malformed line before other lines is an error (only the last one may be a write cut short).
+  std::ofstream(dir / "broken" / "log.jsonl") << "{\"step\": 1, \"loss\": 2.0}\n{\"step\": 2, \"loss\": \n{\"step\": 3, \"loss\": 1.0}\n";
   CHECK_THROWS_WITH_AS(plot_runs({(dir / "broken").string()}, out),
                        doctest::Contains("broken/log.jsonl:2: malformed JSON"), Error);
 
@@ -177,5 +178,36 @@ TEST_CASE("plot_heads refuses a log without per-head statistics, and a malformed
                                               << "{\"step\": 2, \"heads\": [{\"beta\": [1, 2, 3]}]}\n";
   CHECK_THROWS_WITH_AS(plot_heads((dir / "ragged").string(), out), doctest::Contains("log.jsonl:2: layer 0 'beta' has 3 heads"), Error);
   CHECK_FALSE(fs::exists(out));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a malformed last line of log.jsonl (a write cut short) is skipped by plot; repair_run_log drops it, completes a whole one") {
+  const fs::path dir = fresh_temp_dir("cut_last_line");
+  fs::create_directories(dir / "run");
+  const fs::path log = dir / "run" / "log.jsonl";
+  const std::string whole = "{\"step\": 1, \"loss\": 2.0}\n{\"step\": 2, \"loss\": 1.5}\n";
+  for (const std::string& cut : {std::string("{\"step\": 3, \"lo"), std::string("{\"step\": 3, \"loss\": \n"), std::string("\0\xff junk\n", 8)}) {
+    CAPTURE(cut);
+    std::ofstream(log, std::ios::binary | std::ios::trunc) << whole << cut;
+    RunLog run;
+    REQUIRE_NOTHROW(run = read_run_log((dir / "run").string()));
+    CHECK(run.train.size() == 2);
+    const std::string note = repair_run_log(log.string());
+    CHECK(note.find("dropped the last line of") != std::string::npos);
+    CHECK(note.find(std::to_string(cut.size()) + " bytes") != std::string::npos);
+    CHECK(note.find('\n') == std::string::npos);
+    CHECK(read_text_file(log.string()) == whole);
+  }
+  // Whole logs are left as they are; a whole last line without its '\n' gets one; a missing log stays missing.
+  CHECK(repair_run_log(log.string()).empty());
+  CHECK(read_text_file(log.string()) == whole);
+  std::ofstream(log, std::ios::binary | std::ios::trunc) << whole << "{\"step\": 3, \"loss\": 1.0}";
+  CHECK(repair_run_log(log.string()).empty());
+  CHECK(read_text_file(log.string()) == whole + "{\"step\": 3, \"loss\": 1.0}\n");
+  CHECK(repair_run_log((dir / "run" / "absent.jsonl").string()).empty());
+  CHECK_FALSE(fs::exists(dir / "run" / "absent.jsonl"));
+  // A symlink at the log is refused, not followed (as AppendFile refuses it).
+  fs::create_symlink(log, dir / "run" / "link.jsonl");
+  CHECK_THROWS_AS(repair_run_log((dir / "run" / "link.jsonl").string()), Error);
   fs::remove_all(dir);
 }

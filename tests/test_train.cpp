@@ -622,6 +622,52 @@ TEST_CASE("plot writes an SVG of a run's loss curve") {
   check_clear_failure(phasor_cli("plot " + quote(run) + " " + quote(other) + " --label one --out " + quote(both)), "one per run");
 }
 
+TEST_CASE("a log.jsonl whose last line a full disk cut short: resume drops the line and says so, plot skips it with a warning") {
+  const fs::path run = fresh_dir("cut_log") / "run";
+  const Cli t = phasor_cli(train_args(run, "--steps 5"));
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  const std::string whole = read_bytes(run / "log.jsonl");
+  REQUIRE(!whole.empty());
+  REQUIRE(whole.back() == '\n');
+  const std::string partial = "{\"step\": 6, \"loss\": 5.5, \"l";  // a write that stopped part-way
+  write_bytes(run / "log.jsonl", whole + partial);
+
+  // plot: the cut line is skipped, with one line of warning naming it.
+  const fs::path svg = run.parent_path() / "cut.svg";
+  const Cli p = phasor_cli("plot " + quote(run) + " --out " + quote(svg));
+  REQUIRE_MESSAGE(p.status == 0, p.err);
+  CHECK(fs::exists(svg));
+  CHECK(p.err.find("warning") != std::string::npos);
+  CHECK(p.err.find("log.jsonl:") != std::string::npos);
+  CHECK(std::count(p.err.begin(), p.err.end(), '\n') == 1);
+
+  // resume: the cut line is dropped (one line says so), and the new lines follow the whole ones.
+  const Cli r = phasor_cli("train --resume " + quote(run) + " --steps 10");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const size_t note = r.err.find("dropped the last line of");
+  CHECK_MESSAGE(note != std::string::npos, r.err);
+  if (note != std::string::npos) CHECK(r.err.substr(note, r.err.find('\n', note) - note).find(std::to_string(partial.size()) + " bytes") != std::string::npos);
+  const std::string after = read_bytes(run / "log.jsonl");
+  CHECK(after.substr(0, whole.size()) == whole);
+  CHECK(after.find(partial) == std::string::npos);
+  std::istringstream lines(after);
+  int steps_logged = 0;
+  for (std::string line; std::getline(lines, line);) {
+    Json j;
+    CHECK_NOTHROW(j = Json::parse(line));
+    if (j.is_object() && j.contains("step") && j.at("step").get<int64_t>() > 5) ++steps_logged;
+  }
+  CHECK(steps_logged > 0);
+  const Cli p2 = phasor_cli("plot " + quote(run) + " --out " + quote(svg));
+  REQUIRE_MESSAGE(p2.status == 0, p2.err);
+  CHECK(p2.err.find("warning") == std::string::npos);
+
+  // A whole log: resume says nothing about it.
+  const Cli r2 = phasor_cli("train --resume " + quote(run) + " --steps 12");
+  REQUIRE_MESSAGE(r2.status == 0, r2.err);
+  CHECK(r2.err.find("dropped") == std::string::npos);
+}
+
 // ============================================================== the rivals' options
 
 namespace {
