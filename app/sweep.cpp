@@ -217,11 +217,6 @@ static json to_json(const SweepVariant& v) {
           {"d_model", v.d_model},
           {"d_ff", v.d_ff}};
 }
-static SweepVariant variant_from_json(const json& j) {
-  return {j.at("name"), parse_position(j.at("position").get<std::string>()), parse_cmha_init(j.at("cmha_init").get<std::string>()),
-          j.at("d_model"), j.at("d_ff")};
-}
-
 json to_json(const SweepPlan& p) {
   json variants = json::array(), efficiency = json::array();
   for (const auto& v : p.variants) variants.push_back(to_json(v));
@@ -250,49 +245,192 @@ json to_json(const SweepPlan& p) {
   return j;
 }
 
-SweepPlan sweep_plan_from_json(const json& j) {
-  try {
-    SweepPlan p;
-    j.at("name").get_to(p.name);
-    j.at("tasks").get_to(p.tasks);
-    for (const auto& v : j.at("variants")) p.variants.push_back(variant_from_json(v));
-    for (const auto& v : j.at("efficiency")) p.efficiency.push_back(variant_from_json(v));
-    j.at("efficiency_task").get_to(p.efficiency_task);
-    j.at("long_context_task").get_to(p.long_context_task);
-    j.at("eval_lengths").get_to(p.eval_lengths);
-    j.at("seeds").get_to(p.seeds);
-    j.at("n_layers").get_to(p.n_layers);
-    j.at("n_heads").get_to(p.n_heads);
-    j.at("steps").get_to(p.steps);
-    j.at("batch").get_to(p.batch);
-    j.at("warmup").get_to(p.warmup);
-    j.at("lr").get_to(p.lr);
-    j.at("min_lr").get_to(p.min_lr);
-    j.at("eval_tokens").get_to(p.eval_tokens);
-    j.at("arith_problems").get_to(p.arith_problems);
-    j.at("throughput_steps").get_to(p.throughput_steps);
-    j.at("throughput_rounds").get_to(p.throughput_rounds);
-    j.at("jobs").get_to(p.jobs);
-    j.at("threads_per_job").get_to(p.threads_per_job);
-    j.at("device").get_to(p.device);
-    if (j.contains("task_files")) j.at("task_files").get_to(p.task_files);
-    if (j.contains("sizes")) {
-      for (const json& s : j.at("sizes"))
-        p.sizes.push_back({s.at("name"), s.at("n_layers"), s.at("n_heads"), s.at("d_model"), s.at("d_ff"), s.at("steps"), s.at("warmup")});
-      j.at("tokens_per_parameter").get_to(p.tokens_per_parameter);
-      j.at("max_tokens").get_to(p.max_tokens);
-    }
-    if (j.contains("long_context_every_task")) j.at("long_context_every_task").get_to(p.long_context_every_task);
-    if (j.contains("precision")) j.at("precision").get_to(p.precision);
-    if (j.contains("eval_scalings")) j.at("eval_scalings").get_to(p.eval_scalings);
-    for (const std::string& method : p.eval_scalings) parse_rope_scaling(method);  // refuses an unknown one
-    PHASOR_CHECK(!p.eval_lengths.empty() && !p.tasks.empty() && !p.variants.empty() && p.seeds > 0,
-                 "sweep: the plan needs tasks, variants, seeds and evaluation lengths");
-    PHASOR_CHECK(p.sizes.empty() || p.efficiency.empty(), "sweep: a plan of several sizes has no efficiency variants");
-    return p;
-  } catch (const json::exception& e) {
-    fail("sweep: plan.json is malformed (", e.what(), ")");
+// ---------------------------------------------------------------- a sweep's files, checked
+
+const json& sweep_field(const json& j, std::string_view key, const std::string& file, const std::string& field) {
+  if (!j.is_object()) {
+    if (field == key) fail("sweep: '", file, "' must hold a JSON object");
+    fail("sweep: '", file, "': ", field.substr(0, field.size() - key.size() - 1), " must be a JSON object");
   }
+  const auto it = j.find(key);
+  PHASOR_CHECK(it != j.end(), "sweep: '", file, "': ", field, " is missing");
+  return *it;
+}
+
+namespace {
+// A value as a message shows it: JSON (control bytes escaped), cut short.
+std::string shown(const json& v) {
+  std::string text = v.dump(-1, ' ', /*ensure_ascii=*/true);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+}  // namespace
+
+int64_t sweep_int(const json& v, int64_t lo, int64_t hi, const std::string& file, const std::string& field) {
+  const bool integer = v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX));
+  PHASOR_CHECK(integer && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi, "sweep: '", file, "': ", field, " must be an integer from ", lo,
+               " to ", hi, ", got ", shown(v));
+  return v.get<int64_t>();
+}
+
+double sweep_number(const json& v, double lo, double hi, const std::string& file, const std::string& field) {
+  PHASOR_CHECK(v.is_number() && v.get<double>() >= lo && v.get<double>() <= hi, "sweep: '", file, "': ", field, " must be a number from ",
+               lo, " to ", hi, ", got ", shown(v));
+  return v.get<double>();
+}
+
+std::string sweep_string(const json& v, const std::string& file, const std::string& field) {
+  PHASOR_CHECK(v.is_string() && !v.get_ref<const std::string&>().empty() &&
+                   std::none_of(v.get_ref<const std::string&>().begin(), v.get_ref<const std::string&>().end(),
+                                [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }),
+               "sweep: '", file, "': ", field, " must be a non-empty string without control bytes, got ", shown(v));
+  return v.get<std::string>();
+}
+
+CellResult read_cell_result(const std::string& path) {
+  const json j = read_sweep_json(path);
+  CellResult r;
+  r.path = path;
+  const json& eval = sweep_field(j, "eval", path, "eval");
+  PHASOR_CHECK(eval.is_object(), "sweep: '", path, "': eval must be a JSON object, got ", shown(eval));
+  for (const auto& [key, at] : eval.items())
+    r.loss[key] = sweep_number(sweep_field(at, "loss", path, "eval." + key + ".loss"), 0, 1e6, path, "eval." + key + ".loss");
+  r.parameters = sweep_number(sweep_field(j, "parameters", path, "parameters"), 1, 2147483648.0, path, "parameters");  // 2^31, the models' limit
+  r.train_seconds = sweep_number(sweep_field(j, "train_seconds", path, "train_seconds"), 0, 1e9, path, "train_seconds");
+  if (j.contains("tokens_trained")) r.tokens_trained = sweep_number(j.at("tokens_trained"), 0, 9.2e18, path, "tokens_trained");
+  if (j.contains("exact_match")) r.exact_match = sweep_number(j.at("exact_match"), 0, 1, path, "exact_match");
+  return r;
+}
+
+double CellResult::loss_at(const std::string& key) const {
+  const auto it = loss.find(key);
+  PHASOR_CHECK(it != loss.end(), "sweep: '", path, "': eval.", key, " is missing");
+  return it->second;
+}
+
+std::vector<double> sweep_rates(const json& v, const std::string& file, const std::string& field) {
+  PHASOR_CHECK(v.is_array() && !v.empty() && v.size() <= 100, "sweep: '", file, "': ", field,
+               " must be a list of 1 to 100 rates (one per throughput round), got ", v.is_array() ? std::to_string(v.size()) + " entries" : shown(v));
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(sweep_number(v[i], 1e-9, 1e15, file, field + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+namespace {
+
+// The limits of the sweep's flags (app/cli/sweep.cpp), and of train's where the sweep has none (app/train.h, models/options.h).
+constexpr int64_t kMaxSeeds = 100, kMaxJobs = 256, kMaxSteps = 1'000'000'000'000, kMaxEvalTokens = int64_t{1} << 31,
+                  kMaxArithProblems = 100'000, kMaxRounds = 100, kMaxLength = int64_t{1} << 20, kMaxThreads = 1024;
+
+std::vector<std::string> string_list(const json& v, const std::string& file, const std::string& field) {
+  PHASOR_CHECK(v.is_array(), "sweep: '", file, "': ", field, " must be a list, got ", shown(v));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(sweep_string(v[i], file, field + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+// A variant: its width is the plan's own (positive) or, in a plan of sizes, 0 (each size's).
+SweepVariant variant_from_json(const json& j, bool sized, const std::string& file, const std::string& field) {
+  const auto at = [&](std::string_view key) -> const json& { return sweep_field(j, key, file, field + "." + std::string(key)); };
+  SweepVariant v;
+  v.name = sweep_string(at("name"), file, field + ".name");
+  v.position = parse_position(sweep_string(at("position"), file, field + ".position"));
+  v.cmha_init = parse_cmha_init(sweep_string(at("cmha_init"), file, field + ".cmha_init"));
+  v.d_model = sweep_int(at("d_model"), sized ? 0 : 1, INT64_MAX, file, field + ".d_model");
+  v.d_ff = sweep_int(at("d_ff"), sized ? 0 : 1, INT64_MAX, file, field + ".d_ff");
+  return v;
+}
+
+}  // namespace
+
+SweepPlan sweep_plan_from_json(const json& j, const std::string& file) {
+  const auto at = [&](std::string_view key) -> const json& { return sweep_field(j, key, file, std::string(key)); };
+  const auto integer = [&](std::string_view key, int64_t lo, int64_t hi) { return sweep_int(at(key), lo, hi, file, std::string(key)); };
+  const auto number = [&](std::string_view key, double lo, double hi) { return sweep_number(at(key), lo, hi, file, std::string(key)); };
+  const auto list_of = [&](std::string_view key) -> const json& {
+    const json& v = at(key);
+    PHASOR_CHECK(v.is_array(), "sweep: '", file, "': ", key, " must be a list, got ", shown(v));
+    return v;
+  };
+  SweepPlan p;
+  const bool sized = j.is_object() && j.contains("sizes");
+  p.name = sweep_string(at("name"), file, "name");
+  if (j.contains("task_files")) {
+    const json& files = at("task_files");
+    PHASOR_CHECK(files.is_object(), "sweep: '", file, "': task_files must be an object, got ", shown(files));
+    for (const auto& [name, path] : files.items()) {
+      sweep_string(json(name), file, "task_files key");
+      p.task_files[name] = sweep_string(path, file, "task_files." + name);
+    }
+  }
+  p.tasks = string_list(list_of("tasks"), file, "tasks");
+  for (const std::string& task : p.tasks)
+    PHASOR_CHECK(is_builtin_corpus(task) || p.task_files.contains(task), "sweep: '", file, "': task '", task,
+                 "' is neither a built-in corpus (kjv, code, arith) nor one of task_files");
+  const json& variants = list_of("variants");
+  for (size_t i = 0; i < variants.size(); ++i) p.variants.push_back(variant_from_json(variants[i], sized, file, "variants[" + std::to_string(i) + "]"));
+  const json& efficiency = list_of("efficiency");
+  for (size_t i = 0; i < efficiency.size(); ++i)
+    p.efficiency.push_back(variant_from_json(efficiency[i], sized, file, "efficiency[" + std::to_string(i) + "]"));
+  p.efficiency_task = sweep_string(at("efficiency_task"), file, "efficiency_task");
+  p.long_context_task = sweep_string(at("long_context_task"), file, "long_context_task");
+  const json& lengths = list_of("eval_lengths");
+  for (size_t i = 0; i < lengths.size(); ++i)  // a window length, as train's --seq-len
+    p.eval_lengths.push_back(sweep_int(lengths[i], 1, kMaxLength, file, "eval_lengths[" + std::to_string(i) + "]"));
+  p.seeds = integer("seeds", 1, kMaxSeeds);
+  p.n_layers = integer("n_layers", sized ? 0 : 1, INT64_MAX);
+  p.n_heads = integer("n_heads", sized ? 0 : 1, INT64_MAX);
+  p.steps = integer("steps", sized ? 0 : 1, kMaxSteps);
+  p.batch = integer("batch", 1, INT64_MAX);
+  p.warmup = integer("warmup", 0, kMaxSteps);
+  p.lr = number("lr", 0, 1);
+  PHASOR_CHECK(p.lr > 0, "sweep: '", file, "': lr must be above 0, got 0");
+  p.min_lr = number("min_lr", 0, p.lr);
+  p.eval_tokens = integer("eval_tokens", 1, kMaxEvalTokens);
+  p.arith_problems = integer("arith_problems", 0, kMaxArithProblems);
+  p.throughput_steps = integer("throughput_steps", 0, kMaxSteps);
+  p.throughput_rounds = integer("throughput_rounds", 0, kMaxRounds);
+  p.jobs = static_cast<int>(integer("jobs", 1, kMaxJobs));
+  p.threads_per_job = static_cast<int>(integer("threads_per_job", 0, kMaxThreads));
+  p.device = sweep_string(at("device"), file, "device");
+  PHASOR_CHECK(p.device == "cpu" || p.device == "cuda", "sweep: '", file, "': device must be cpu or cuda, got ", shown(at("device")));
+  if (sized) {
+    const json& sizes = list_of("sizes");
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const std::string field = "sizes[" + std::to_string(i) + "]";
+      const auto size_at = [&](std::string_view key) -> const json& { return sweep_field(sizes[i], key, file, field + "." + std::string(key)); };
+      const auto size_int = [&](std::string_view key, int64_t lo, int64_t hi) {
+        return sweep_int(size_at(key), lo, hi, file, field + "." + std::string(key));
+      };
+      SweepSize s;
+      s.name = sweep_string(size_at("name"), file, field + ".name");
+      s.n_layers = size_int("n_layers", 1, INT64_MAX);
+      s.n_heads = size_int("n_heads", 1, INT64_MAX);
+      s.d_model = size_int("d_model", 1, INT64_MAX);
+      s.d_ff = size_int("d_ff", 1, INT64_MAX);
+      s.steps = size_int("steps", 1, kMaxSteps);
+      s.warmup = size_int("warmup", 0, kMaxSteps);
+      p.sizes.push_back(s);
+    }
+    p.tokens_per_parameter = number("tokens_per_parameter", 0, 1e12);
+    p.max_tokens = integer("max_tokens", 0, INT64_MAX);
+  }
+  if (j.contains("long_context_every_task")) {
+    PHASOR_CHECK(at("long_context_every_task").is_boolean(), "sweep: '", file, "': long_context_every_task must be true or false, got ",
+                 shown(at("long_context_every_task")));
+    p.long_context_every_task = at("long_context_every_task").get<bool>();
+  }
+  if (j.contains("precision")) p.precision = sweep_string(at("precision"), file, "precision");
+  PHASOR_CHECK(p.precision == "float32" || p.precision == "bf16", "sweep: '", file, "': precision must be float32 or bf16, got '",
+               p.precision, "'");
+  if (j.contains("eval_scalings")) p.eval_scalings = string_list(list_of("eval_scalings"), file, "eval_scalings");
+  for (const std::string& method : p.eval_scalings) parse_rope_scaling(method);  // refuses an unknown one
+  PHASOR_CHECK(!p.eval_lengths.empty() && !p.tasks.empty() && !p.variants.empty(),
+               "sweep: '", file, "': the plan needs tasks, variants and evaluation lengths");
+  PHASOR_CHECK(p.batch <= (int64_t{1} << 31) / p.seq_len(), "sweep: '", file, "': batch ", p.batch, " x eval_lengths[0] ", p.seq_len(),
+               " is more than 2^31 tokens per step (as train refuses it)");
+  PHASOR_CHECK(p.sizes.empty() || p.efficiency.empty(), "sweep: '", file, "': a plan of several sizes has no efficiency variants");
+  return p;
 }
 
 void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, const std::vector<std::string>& files,
@@ -382,7 +520,10 @@ json read_sweep_json(const std::string& path) {
   }
 }
 
-SweepPlan read_sweep_plan(const std::string& out_dir) { return sweep_plan_from_json(read_sweep_json(out_dir + "/plan.json")); }
+SweepPlan read_sweep_plan(const std::string& out_dir) {
+  const std::string file = out_dir + "/plan.json";
+  return sweep_plan_from_json(read_sweep_json(file), file);
+}
 
 // ------------------------------------------------------------------ one cell
 

@@ -13,7 +13,9 @@
 //   DIR/report.md, DIR/*.svg       written by write_sweep_report
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -105,7 +107,32 @@ int64_t token_rule_steps(const SweepPlan& plan, double parameters);
 // --steps N: every size's (or the plan's) steps, the warm-up cut to at most a tenth of them.
 void set_sweep_steps(SweepPlan& plan, int64_t steps);
 nlohmann::json to_json(const SweepPlan& plan);
-SweepPlan sweep_plan_from_json(const nlohmann::json& j);
+// Every field range-checked with the limits of its flag (sweep's, else train's):
+// phasor::Error "sweep: '<file>': seeds must be an integer from 1 to 100, got 1000000000".
+SweepPlan sweep_plan_from_json(const nlohmann::json& j, const std::string& file = "plan.json");
+
+// A field of a sweep's file (plan.json, result.json, throughput.json), checked
+// as it is read: each throws phasor::Error naming the file and the field
+// (`field`, e.g. "eval.128.loss") if it is missing or out of [lo, hi].
+const nlohmann::json& sweep_field(const nlohmann::json& j, std::string_view key, const std::string& file, const std::string& field);
+int64_t sweep_int(const nlohmann::json& v, int64_t lo, int64_t hi, const std::string& file, const std::string& field);
+double sweep_number(const nlohmann::json& v, double lo, double hi, const std::string& file, const std::string& field);
+std::string sweep_string(const nlohmann::json& v, const std::string& file, const std::string& field);
+
+// A cell's result.json, every field the reports read range-checked as above:
+// each eval entry's loss ("128", "512+yarn"; 0 to 1e6 nats), parameters (1 to
+// 2^31), train_seconds (0 to 1e9), tokens_trained (0 to 9.2e18) and
+// exact_match (0 to 1) where present.
+struct CellResult {
+  std::string path;
+  std::map<std::string, double> loss;  // by eval key
+  double parameters = 0, train_seconds = 0;
+  std::optional<double> tokens_trained, exact_match;
+  double loss_at(const std::string& key) const;  // phasor::Error naming the file if it lacks the key
+};
+CellResult read_cell_result(const std::string& path);
+// The tokens/s of a variant's throughput rounds in throughput.json: 1 to 100 positive numbers.
+std::vector<double> sweep_rates(const nlohmann::json& v, const std::string& file, const std::string& field);
 
 struct SweepCell {
   std::string name;  // <task>-<variant>-s<seed>, or <task>-<size>-<variant>-s<seed> in a plan of sizes

@@ -57,28 +57,28 @@ Results read_results(const std::string& out_dir) {
       ++r.missing;
       continue;
     }
-    const json j = read_sweep_json(path);
+    const CellResult j = read_cell_result(path);  // every field range-checked, naming the file
     const std::string& v = cell.variant.name;
-    const json& eval = j.at("eval");
-    r.loss[cell.task][v].values.push_back(eval.at(std::to_string(r.plan.seq_len())).at("loss"));
-    r.params[cell.task][v].values.push_back(j.at("parameters").get<double>());
-    if (j.contains("exact_match")) r.exact[cell.task][v].values.push_back(j["exact_match"]);
+    r.loss[cell.task][v].values.push_back(j.loss_at(std::to_string(r.plan.seq_len())));
+    r.params[cell.task][v].values.push_back(j.parameters);
+    if (j.exact_match) r.exact[cell.task][v].values.push_back(*j.exact_match);
     if (cell.long_context) {
       auto& table = r.long_context[cell.task];
-      for (int64_t length : r.plan.eval_lengths) table[v][length].values.push_back(eval.at(std::to_string(length)).at("loss"));
+      for (int64_t length : r.plan.eval_lengths) table[v][length].values.push_back(j.loss_at(std::to_string(length)));
       // A context extension's row ("rope+yarn"): the model itself at the training length (S = 1), stretched past it.
       for (const std::string& method : r.plan.eval_scalings) {
         const std::string key = std::to_string(r.plan.eval_lengths.back()) + "+" + method;
-        if (!eval.contains(key)) continue;  // a variant that cannot take this method
+        if (!j.loss.contains(key)) continue;  // a variant that cannot take this method
         for (int64_t length : r.plan.eval_lengths) {
           const std::string at = length == r.plan.seq_len() ? std::to_string(length) : std::to_string(length) + "+" + method;
-          table[v + "+" + method][length].values.push_back(eval.at(at).at("loss"));
+          table[v + "+" + method][length].values.push_back(j.loss_at(at));
         }
       }
     }
     if (cell.task == r.plan.long_context_task && cell.seed == 1) r.kjv_seed1_runs[v] = out_dir + "/cells/" + cell.name;
-    r.train_seconds += j.at("train_seconds").get<double>();
-    r.cell_rates[v].values.push_back(j.at("tokens_trained").get<double>() / j.at("train_seconds").get<double>());
+    r.train_seconds += j.train_seconds;
+    PHASOR_CHECK(j.tokens_trained.has_value(), "sweep: '", path, "': tokens_trained is missing");
+    if (j.train_seconds > 0) r.cell_rates[v].values.push_back(*j.tokens_trained / j.train_seconds);
   }
   return r;
 }
@@ -218,9 +218,10 @@ void write_overhead(std::ostream& md, const Results& r, const std::string& out_d
   const std::string path = out_dir + "/throughput.json";
   json alone = json::object();
   if (fs::exists(path)) alone = read_sweep_json(path);
+  PHASOR_CHECK(alone.is_object(), "sweep: '", path, "' must hold a JSON object (variant -> tokens/s of each round)");
   if (alone.empty() && r.cell_rates.empty()) return;
   const auto ratio = [](double value, double rope) { return rope > 0 && value > 0 ? format_number("%.3f", value / rope) : std::string("–"); };
-  const double alone_rope = alone.contains("rope") ? median(alone["rope"].get<std::vector<double>>()) : 0;
+  const double alone_rope = alone.contains("rope") ? median(sweep_rates(alone["rope"], path, "rope")) : 0;
   const double cells_rope = r.cell_rates.count("rope") ? median(r.cell_rates.at("rope").values) : 0;
   md << "## Overhead: training tokens/s\n\n"
      << "Alone: each variant trained " << r.plan.throughput_steps << " steps by itself with "
@@ -232,7 +233,7 @@ void write_overhead(std::ostream& md, const Results& r, const std::string& out_d
   std::vector<SweepVariant> variants = r.plan.variants;
   variants.insert(variants.end(), r.plan.efficiency.begin(), r.plan.efficiency.end());
   for (const SweepVariant& v : variants) {
-    const std::vector<double> rounds = alone.contains(v.name) ? alone[v.name].get<std::vector<double>>() : std::vector<double>{};
+    const std::vector<double> rounds = alone.contains(v.name) ? sweep_rates(alone[v.name], path, v.name) : std::vector<double>{};
     const double a = rounds.empty() ? 0 : median(rounds);
     const double c = r.cell_rates.count(v.name) ? median(r.cell_rates.at(v.name).values) : 0;
     md << "| " << v.name << " | " << (a > 0 ? format_number("%.0f", a) : "–") << " | " << rounds.size() << " | " << ratio(a, alone_rope) << " | "

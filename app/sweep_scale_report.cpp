@@ -44,15 +44,11 @@ ScaleResults read_scale_results(const std::string& out_dir) {
       r.missing.push_back(cell.name);
       continue;
     }
-    const json j = read_sweep_json(path);
-    try {
-      for (int64_t length : cell.long_context ? r.plan.eval_lengths : std::vector<int64_t>{r.plan.seq_len()})
-        r.loss[cell.task][cell.size.name][cell.variant.name][length].values.push_back(j.at("eval").at(std::to_string(length)).at("loss"));
-      r.parameters[cell.size.name][cell.variant.name] = j.at("parameters").get<double>();
-      r.cell_seconds[cell.size.name].values.push_back(j.at("train_seconds"));
-    } catch (const json::exception& e) {
-      fail("sweep: '", path, "' lacks a field of a scale cell's result (", e.what(), ")");
-    }
+    const CellResult j = read_cell_result(path);  // every field range-checked, naming the file
+    for (int64_t length : cell.long_context ? r.plan.eval_lengths : std::vector<int64_t>{r.plan.seq_len()})
+      r.loss[cell.task][cell.size.name][cell.variant.name][length].values.push_back(j.loss_at(std::to_string(length)));
+    r.parameters[cell.size.name][cell.variant.name] = j.parameters;
+    r.cell_seconds[cell.size.name].values.push_back(j.train_seconds);
   }
   return r;
 }
@@ -253,6 +249,7 @@ void write_overhead(std::ostream& md, const ScaleResults& r, const std::string& 
     return;
   }
   const json alone = read_sweep_json(path);
+  PHASOR_CHECK(alone.is_object(), "sweep: '", path, "' must hold a JSON object (size -> variant -> tokens/s of each round)");
   md << "Each variant trained " << p.throughput_steps << " steps alone (no cell beside it) with "
      << (p.threads_per_job > 0 ? std::to_string(p.threads_per_job) : std::string("all")) << " thread(s) in " << p.precision
      << ", " << p.batch << " x " << p.seq_len()
@@ -264,8 +261,10 @@ void write_overhead(std::ostream& md, const ScaleResults& r, const std::string& 
   md << "\n";
   const double tokens_per_step = static_cast<double>(p.batch * p.seq_len());
   const auto ms_per_step = [&](const std::string& size, const std::string& variant) {
-    if (!alone.contains(size) || !alone[size].contains(variant)) return 0.0;
-    return 1000 * tokens_per_step / median(alone[size][variant].get<std::vector<double>>());
+    if (!alone.contains(size)) return 0.0;
+    PHASOR_CHECK(alone[size].is_object(), "sweep: '", path, "': ", size, " must be a JSON object (variant -> tokens/s of each round)");
+    if (!alone[size].contains(variant)) return 0.0;
+    return 1000 * tokens_per_step / median(sweep_rates(alone[size][variant], path, size + "." + variant));
   };
   for (const SweepSize& s : p.sizes) {
     md << "| " << s.name << " |";

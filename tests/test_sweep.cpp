@@ -12,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <map>
 #include <regex>
@@ -496,4 +497,102 @@ TEST_CASE("SIGTERM, SIGINT or SIGHUP to a sweep stops its running cells too: non
     CHECK(processes_with(out.string() + " --cell").empty());  // already gone: the sweep waited for them
     fs::remove_all(out);
   }
+}
+
+TEST_CASE("a tampered plan.json, result.json or throughput.json: every field range-checked with its flag's limits, one line naming the file and field") {
+  const fs::path out = fresh_temp_dir("tampered");
+  fs::create_directories(out / "cells");
+  SweepPlan plan = sweep_preset("quick");
+  choose_sweep_tasks(plan, {"arith"}, {}, {"rope"});
+  plan.seeds = 1;
+  const nlohmann::json good = to_json(plan);
+  const std::string plan_file = (out / "plan.json").string();
+  const auto check_one_line = [](const std::function<void()>& read, const std::string& expected) {
+    try {
+      read();
+      FAIL("not refused; expected: ", expected);
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  };
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& change, const std::string& expected) {
+    nlohmann::json j = good;
+    change(j);
+    write_bytes(out / "plan.json", j.dump(2));
+    check_one_line([&] { read_sweep_plan(out.string()); }, "sweep: '" + plan_file + "': " + expected);
+  };
+  // The issue's two: a zero length (SIGFPE in the cell: eval_tokens / 0) and a billion seeds (report-only allocated without bound).
+  refused([](nlohmann::json& j) { j["eval_lengths"] = {128, 0}; }, "eval_lengths[1] must be an integer from 1 to 1048576, got 0");
+  refused([](nlohmann::json& j) { j["seeds"] = 1'000'000'000; }, "seeds must be an integer from 1 to 100, got 1000000000");
+  nlohmann::json billion = good;
+  billion["seeds"] = 1'000'000'000;
+  write_bytes(out / "plan.json", billion.dump(2));
+  check_one_line([&] { write_sweep_report(out.string()); }, "seeds must be an integer from 1 to 100");  // sweep --report-only
+  refused([](nlohmann::json& j) { j["seeds"] = 1e9; }, "seeds must be an integer");
+  refused([](nlohmann::json& j) { j["seeds"] = "3"; }, "seeds must be an integer from 1 to 100, got \"3\"");
+  refused([](nlohmann::json& j) { j["jobs"] = 0; }, "jobs must be an integer from 1 to 256");
+  refused([](nlohmann::json& j) { j["jobs"] = 1u << 31; }, "jobs must be an integer from 1 to 256");
+  refused([](nlohmann::json& j) { j["steps"] = 0; }, "steps must be an integer from 1 to 1000000000000");
+  refused([](nlohmann::json& j) { j["steps"] = 18446744073709551615u; }, "steps must be an integer");
+  refused([](nlohmann::json& j) { j["eval_tokens"] = 0; }, "eval_tokens must be an integer from 1 to 2147483648");
+  refused([](nlohmann::json& j) { j["arith_problems"] = -1; }, "arith_problems must be an integer from 0 to 100000");
+  refused([](nlohmann::json& j) { j["throughput_rounds"] = 101; }, "throughput_rounds must be an integer from 0 to 100");
+  refused([](nlohmann::json& j) { j["threads_per_job"] = 5000; }, "threads_per_job must be an integer from 0 to 1024");
+  refused([](nlohmann::json& j) { j["batch"] = 0; }, "batch must be an integer from 1");
+  refused([](nlohmann::json& j) { j["batch"] = int64_t{1} << 40; }, "batch 1099511627776 x eval_lengths[0] 128 is more than 2^31 tokens per step");
+  refused([](nlohmann::json& j) { j["lr"] = nullptr; }, "lr must be a number from 0 to 1, got null");
+  refused([](nlohmann::json& j) { j["lr"] = 0; }, "lr must be above 0");
+  refused([](nlohmann::json& j) { j["min_lr"] = 0.5; }, "min_lr must be a number from 0 to");
+  refused([](nlohmann::json& j) { j["device"] = "tpu"; }, "device must be cpu or cuda");
+  refused([](nlohmann::json& j) { j["precision"] = "fp8"; }, "precision must be float32 or bf16");
+  refused([](nlohmann::json& j) { j["tasks"] = {"../../etc"}; }, "task '../../etc' is neither a built-in corpus");
+  refused([](nlohmann::json& j) { j["variants"][0]["d_model"] = -5; }, "variants[0].d_model must be an integer from 1");
+  refused([](nlohmann::json& j) { j["variants"][0]["name"] = std::string("a\nb"); }, "variants[0].name must be a non-empty string without control bytes");
+  refused([](nlohmann::json& j) { j.erase("warmup"); }, "warmup is missing");
+  write_bytes(out / "plan.json", "[1, 2]");
+  check_one_line([&] { read_sweep_plan(out.string()); }, "sweep: '" + plan_file + "' must hold a JSON object");
+
+  // result.json: a good one reads; each tampered field is refused by the report.
+  write_bytes(out / "plan.json", good.dump(2));
+  const std::vector<SweepCell> cells = sweep_cells(plan);
+  REQUIRE(cells.size() == 1);
+  const fs::path cell_dir = out / "cells" / cells[0].name;
+  write_bytes(cell_dir / "log.jsonl", "{\"step\": 1, \"loss\": 2.0}\n");
+  nlohmann::json eval;
+  for (int64_t l : plan.eval_lengths) eval[std::to_string(l)] = {{"loss", 1.5}};
+  const nlohmann::json result = {{"eval", eval}, {"parameters", 1000}, {"train_seconds", 10.0}, {"tokens_trained", 5000}, {"exact_match", 0.5}};
+  write_bytes(cell_dir / "result.json", result.dump());
+  REQUIRE_NOTHROW(write_sweep_report(out.string()));
+  const std::string result_file = (cell_dir / "result.json").string();
+  const auto result_refused = [&](const std::function<void(nlohmann::json&)>& change, const std::string& expected) {
+    nlohmann::json j = result;
+    change(j);
+    write_bytes(cell_dir / "result.json", j.dump());
+    check_one_line([&] { write_sweep_report(out.string()); }, "sweep: '" + result_file + "': " + expected);
+  };
+  const std::string first = std::to_string(plan.eval_lengths.front());
+  result_refused([&](nlohmann::json& j) { j["eval"][first]["loss"] = "low"; }, "eval." + first + ".loss must be a number from 0 to 1e+06, got \"low\"");
+  result_refused([&](nlohmann::json& j) { j["eval"][first]["loss"] = -1; }, "eval." + first + ".loss must be a number");
+  result_refused([&](nlohmann::json& j) { j["eval"].erase(first); }, "eval." + first + " is missing");
+  result_refused([](nlohmann::json& j) { j["parameters"] = -1; }, "parameters must be a number from 1 to");
+  result_refused([](nlohmann::json& j) { j["train_seconds"] = nullptr; }, "train_seconds must be a number from 0 to");
+  result_refused([](nlohmann::json& j) { j["exact_match"] = 2; }, "exact_match must be a number from 0 to 1");
+  result_refused([](nlohmann::json& j) { j["tokens_trained"] = -5; }, "tokens_trained must be a number");
+  result_refused([](nlohmann::json& j) { j.erase("parameters"); }, "parameters is missing");
+  write_bytes(cell_dir / "result.json", result.dump());
+
+  // throughput.json: lists of 1 to 100 positive rates.
+  const std::string throughput_file = (out / "throughput.json").string();
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"rope": []})", "rope must be a list of 1 to 100 rates"},
+           {R"({"rope": [100, -3]})", "rope[1] must be a number from"},
+           {R"({"rope": "fast"})", "rope must be a list of 1 to 100 rates"}}) {
+    write_bytes(out / "throughput.json", text);
+    check_one_line([&] { write_sweep_report(out.string()); }, "sweep: '" + throughput_file + "': " + expected);
+  }
+  write_bytes(out / "throughput.json", R"({"rope": [100, 200]})");
+  CHECK_NOTHROW(write_sweep_report(out.string()));
+  fs::remove_all(out);
 }
