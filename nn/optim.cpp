@@ -1,5 +1,6 @@
 #include "nn/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -8,17 +9,51 @@
 
 namespace phasor::nn {
 
+void check_learning_rate(const char* who, double lr) {
+  PHASOR_CHECK(std::isfinite(lr) && lr >= 0.0, who, ": invalid learning rate ", lr, " (must be finite and >= 0)");
+}
+
 namespace {
 // Real view of a parameter-shaped tensor (complex -> interleaved pairs).
 Tensor real_view(const Tensor& t) { return t.is_complex() ? ops::view_as_real(t) : t; }
+
+// Each parameter once, by tensor and by name: one listed twice would be updated twice a step.
+void check_distinct(const char* who, const std::vector<std::pair<std::string, Tensor>>& params) {
+  for (size_t i = 0; i < params.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      PHASOR_CHECK(params[i].second.impl() != params[j].second.impl(), who, ": parameter ", params[i].first, " is ", params[j].first,
+                   " again; list each parameter once (it would be updated twice a step)");
+      PHASOR_CHECK(params[i].first != params[j].first, who, ": two parameters are named ", params[i].first);
+    }
+}
+
+// What PyTorch's AdamW refuses (its ValueErrors), and what is not finite.
+void check_adamw_options(const AdamWOptions& o) {
+  check_learning_rate("AdamW", o.lr);
+  PHASOR_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0, "AdamW: invalid beta parameter at index 0: ", o.beta1, " (must be in [0, 1))");
+  PHASOR_CHECK(o.beta2 >= 0.0 && o.beta2 < 1.0, "AdamW: invalid beta parameter at index 1: ", o.beta2, " (must be in [0, 1))");
+  PHASOR_CHECK(std::isfinite(o.eps) && o.eps >= 0.0, "AdamW: invalid epsilon value ", o.eps, " (must be finite and >= 0)");
+}
+
+std::vector<std::pair<std::string, Tensor>> all_params(const std::vector<ParamGroup>& groups) {
+  std::vector<std::pair<std::string, Tensor>> all;
+  for (const ParamGroup& g : groups) all.insert(all.end(), g.params.begin(), g.params.end());
+  return all;
+}
 }  // namespace
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : options_(options) {
+  check_adamw_options(options);
+  for (const ParamGroup& g : groups) {
+    PHASOR_CHECK(std::isfinite(g.weight_decay) && g.weight_decay >= 0.0, "AdamW: invalid weight_decay value ", g.weight_decay,
+                 " (must be finite and >= 0)");
+    PHASOR_CHECK(std::isfinite(g.lr_scale) && g.lr_scale >= 0.0, "AdamW: invalid lr_scale ", g.lr_scale, " (must be finite and >= 0)");
+    for (const auto& [name, p] : g.params) PHASOR_CHECK(p.is_contiguous(), "AdamW: parameter ", name, " must be contiguous");
+  }
+  check_distinct("AdamW", all_params(groups));
   for (const ParamGroup& g : groups)
-    for (const auto& [name, p] : g.params) {
-      PHASOR_CHECK(p.is_contiguous(), "AdamW: parameter ", name, " must be contiguous");
+    for (const auto& [name, p] : g.params)
       slots_.push_back({name, p, zeros(p.shape(), p.dtype(), p.device()), zeros(p.shape(), p.dtype(), p.device()), g.weight_decay, g.lr_scale});
-    }
 }
 
 void AdamW::step(const Tensor& take) {
@@ -48,6 +83,7 @@ void AdamW::step(const Tensor& take) {
 }
 
 void AdamW::set_lr(double lr) {
+  check_learning_rate("AdamW", lr);
   options_.lr = lr;
   if (lr_.defined()) ops::fill_(lr_, lr);  // in stream order: the steps queued before keep their rate
 }
@@ -68,14 +104,30 @@ StateDict AdamW::state() const {
 }
 
 void AdamW::load_state(const StateDict& state, int64_t step) {
+  // Everything checked before anything changes: a refused state leaves the optimizer as it was.
+  PHASOR_CHECK(step >= 0 && step <= (int64_t{1} << 53), "AdamW: optimizer state's step count ", step,
+               " must be from 0 to 2^53 (a negative count makes every parameter NaN at the next step)");
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (target, source)
   for (Slot& s : slots_)
     for (const auto& [key, target] : {std::pair<std::string, Tensor>{"exp_avg." + s.name, s.exp_avg}, {"exp_avg_sq." + s.name, s.exp_avg_sq}}) {
       auto it = state.find(key);
       PHASOR_CHECK(it != state.end(), "AdamW: optimizer state lacks '", key, "'");
-      PHASOR_CHECK(it->second.shape() == target.shape(), "AdamW: optimizer state '", key, "' has shape ", it->second.shape(),
-                   ", expected ", target.shape());
-      ops::copy_(target, it->second);
+      PHASOR_CHECK(it->second.defined() && it->second.shape() == target.shape(), "AdamW: optimizer state '", key, "' has shape ",
+                   it->second.defined() ? it->second.shape() : Dims{}, ", expected ", target.shape());
+      PHASOR_CHECK(it->second.dtype() == target.dtype() || (!it->second.is_complex() && !target.is_complex()), "AdamW: optimizer state '", key,
+                   "' is ", it->second.dtype(), ", expected ", target.dtype());
+      copies.emplace_back(target, it->second);
     }
+  PHASOR_CHECK(copies.size() == state.size(), "AdamW: optimizer state has ", state.size() - copies.size(),
+               " unexpected entr", state.size() - copies.size() == 1 ? "y" : "ies", " (the first: '", [&] {
+                 for (const auto& [key, t] : state) {
+                   bool expected = false;
+                   for (const Slot& s : slots_) expected = expected || key == "exp_avg." + s.name || key == "exp_avg_sq." + s.name;
+                   if (!expected) return key;
+                 }
+                 return std::string();
+               }(), "'); it is not this optimizer's");
+  for (const auto& [target, source] : copies) ops::copy_(target, source);
   loaded_steps_ = step;
   count_ = Tensor();
 }
@@ -83,6 +135,11 @@ void AdamW::load_state(const StateDict& state, int64_t step) {
 SGD::SGD(NamedTensors params, SGDOptions options) : params_(std::move(params)), momentum_buffers_(params_.size()), options_(options) {
   PHASOR_CHECK(options_.lr >= 0.0 && options_.momentum >= 0.0 && options_.weight_decay >= 0.0,
                "SGD: lr, momentum and weight_decay must be >= 0, got ", options_.lr, ", ", options_.momentum, ", ", options_.weight_decay);
+  check_learning_rate("SGD", options_.lr);
+  PHASOR_CHECK(std::isfinite(options_.momentum) && std::isfinite(options_.dampening) && std::isfinite(options_.weight_decay),
+               "SGD: momentum, dampening and weight_decay must be finite, got ", options_.momentum, ", ", options_.dampening, ", ",
+               options_.weight_decay);
+  check_distinct("SGD", params_);
   PHASOR_CHECK(!options_.nesterov || (options_.momentum > 0.0 && options_.dampening == 0.0),
                "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
@@ -126,17 +183,30 @@ StateDict SGD::state() const {
 }
 
 void SGD::load_state(const StateDict& state) {
+  // Everything checked before anything changes: a refused state leaves the optimizer as it was.
+  std::vector<Tensor> buffers(params_.size());
+  size_t used = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto it = state.find("momentum_buffer." + params_[i].first);
-    if (it == state.end()) {
-      momentum_buffers_[i] = Tensor();
-      continue;
-    }
+    if (it == state.end()) continue;
+    ++used;
     const Tensor& p = params_[i].second;
-    PHASOR_CHECK(it->second.shape() == p.shape() && it->second.dtype() == p.dtype(), "SGD: optimizer state '", it->first,
-                 "' has shape ", it->second.shape(), ", expected ", p.shape());
-    momentum_buffers_[i] = ops::clone(ops::to_device(it->second.detach(), p.device()));
+    PHASOR_CHECK(it->second.defined() && it->second.shape() == p.shape() && it->second.dtype() == p.dtype(), "SGD: optimizer state '",
+                 it->first, "' has shape ", it->second.defined() ? it->second.shape() : Dims{}, ", expected ", p.shape(), " of ", p.dtype());
+    buffers[i] = it->second;
   }
+  if (used != state.size())
+    for (const auto& [key, t] : state) {
+      const bool expected = std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return key == "momentum_buffer." + p.first; });
+      PHASOR_CHECK(expected, "SGD: optimizer state has an unexpected entry '", key, "'; it is not this optimizer's");
+    }
+  for (size_t i = 0; i < params_.size(); ++i)
+    momentum_buffers_[i] = buffers[i].defined() ? ops::clone(ops::to_device(buffers[i].detach(), params_[i].second.device())) : Tensor();
+}
+
+void SGD::set_lr(double lr) {
+  check_learning_rate("SGD", lr);
+  options_.lr = lr;
 }
 
 void SGD::zero_grad() const {

@@ -9,6 +9,10 @@
 
 namespace phasor::nn {
 
+// A learning rate PyTorch takes (0 <= lr) that is also finite (an infinite
+// one makes every parameter NaN): else phasor::Error "<who>: invalid learning rate ...".
+void check_learning_rate(const char* who, double lr);
+
 struct ParamGroup {
   NamedTensors params;
   double weight_decay = 0.0;
@@ -24,6 +28,9 @@ struct AdamWOptions {
 
 class AdamW {
  public:
+  // Throws phasor::Error for what PyTorch refuses (lr or eps below 0, a beta
+  // outside [0, 1), a negative weight decay), a non-finite lr, eps or weight
+  // decay, and a parameter listed twice (it would be updated twice a step).
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options);
   // One step over every parameter with a gradient (PyTorch's formula, in its
   // order of operations), taken only where `take` (a bool or 0/1 scalar on the
@@ -36,12 +43,14 @@ class AdamW {
   // The learning rate of the next steps; also kept on the parameters' device,
   // where the update reads it, so that a step captured in a CUDA Graph
   // (app/train.cpp, --cuda-graph) takes the rate set before each replay.
-  void set_lr(double lr);
+  void set_lr(double lr);  // refuses a negative or non-finite lr, changing nothing
   double lr() const { return options_.lr; }
   int64_t steps() const;  // steps taken (on a GPU, reading it waits for the device)
 
   // Moments by parameter name ("exp_avg.<name>", "exp_avg_sq.<name>") and the step count, for checkpoints.
   StateDict state() const;
+  // Refuses, changing nothing, a step count outside [0, 2^53], a missing,
+  // mis-shaped or unexpected entry; then copies the moments in.
   void load_state(const StateDict& state, int64_t step);
 
  private:
@@ -69,16 +78,18 @@ struct SGDOptions {
 
 class SGD {
  public:
-  // Throws phasor::Error for a negative lr, momentum or weight decay, and for Nesterov without momentum or with dampening.
+  // Throws phasor::Error for a negative or non-finite lr, momentum or weight
+  // decay, Nesterov without momentum or with dampening, and a parameter listed twice.
   SGD(NamedTensors params, SGDOptions options);
   void step();
   void zero_grad() const;
   double lr() const { return options_.lr; }
-  void set_lr(double lr) { options_.lr = lr; }
+  void set_lr(double lr);  // refuses a negative or non-finite lr, as the constructor does
   // The momentum buffers by parameter name ("momentum_buffer.<name>"), live
   // tensors as PyTorch's; a parameter without one (no step yet) is absent.
   StateDict state() const;
-  // Copies buffers in (the same parameters); those absent start afresh.
+  // Copies buffers in (the same parameters); those absent start afresh. A
+  // mis-shaped or unexpected entry is refused before anything changes.
   void load_state(const StateDict& state);
 
  private:

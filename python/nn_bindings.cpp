@@ -5,6 +5,8 @@
 // attributes, as in PyTorch: its parameters are the parameters of the layers
 // it holds (also inside lists and tuples) and the tensor attributes that
 // require grad, named by attribute path ("fc1.weight").
+#include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -116,6 +118,32 @@ std::vector<nn::ParamGroup> param_groups(const py::iterable& params, double weig
   return groups;
 }
 
+// An optimizer's refusal (a bad hyper-parameter, a parameter listed twice, a
+// state that is not its own) raises what PyTorch's optimizers raise: ValueError.
+template <class F>
+auto as_value_error(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+// An optimizer's state_dict(): the keys it may hold, checked before anything is loaded.
+void check_state_keys(const char* who, const py::dict& state, std::initializer_list<const char*> allowed) {
+  for (const auto& [key, value] : state) {
+    const std::string name = py::str(key);
+    PHASOR_CHECK(std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return name == a; }), who,
+                 ".load_state_dict: unexpected key '", name, "' (a state_dict() holds ", allowed.size() == 3 ? "'state', 'steps' and 'lr'" : "'state' and 'lr'", ")");
+  }
+}
+
+// The lr a state_dict() gives, checked as the setter checks it, or nullopt.
+std::optional<double> state_lr(const py::dict& state) {
+  if (!state.contains("lr")) return std::nullopt;
+  return state["lr"].cast<double>();
+}
+
 template <class Layer>
 py::class_<Layer, nn::Module, std::shared_ptr<Layer>> layer(py::module_& nn, const char* name, const char* doc) {
   return py::class_<Layer, nn::Module, std::shared_ptr<Layer>>(nn, name, doc);
@@ -175,40 +203,61 @@ void bind_nn(py::module_& m) {
   py::module_ optim = m.def_submodule("optim", "the library's optimizers (nn/optim.h) with PyTorch's signatures");
   py::class_<nn::AdamW>(optim, "AdamW", "AdamW as PyTorch computes it (complex parameters as pairs of reals)")
       .def(py::init([](const py::iterable& params, double lr, std::pair<double, double> betas, double eps, double weight_decay) {
-             return nn::AdamW(param_groups(params, weight_decay), nn::AdamWOptions{lr, betas.first, betas.second, eps});
+             return as_value_error([&] {
+               return nn::AdamW(param_groups(params, weight_decay), nn::AdamWOptions{lr, betas.first, betas.second, eps});
+             });
            }), "params"_a, "lr"_a = 1e-3, "betas"_a = std::pair<double, double>(0.9, 0.999), "eps"_a = 1e-8, "weight_decay"_a = 1e-2)
       .def("step", [](nn::AdamW& o) { o.step(); })
       .def("zero_grad", &nn::AdamW::zero_grad)
-      .def_property("lr", &nn::AdamW::lr, &nn::AdamW::set_lr)
+      .def_property("lr", &nn::AdamW::lr, [](nn::AdamW& o, double lr) { as_value_error([&] { o.set_lr(lr); }); })
       .def_property_readonly("steps", &nn::AdamW::steps)
       .def("state_dict", [](const nn::AdamW& o) {
              return py::dict("state"_a = o.state(), "steps"_a = o.steps(), "lr"_a = o.lr());
            }, "the moments by parameter (live tensors, as PyTorch's), the step count and lr: a checkpoint's optimizer part")
       .def("load_state_dict", [](nn::AdamW& o, const py::dict& state) {
-             PHASOR_CHECK(state.contains("state") && state.contains("steps"), "AdamW.load_state_dict: expected a dict with 'state' and 'steps', "
-                                                                             "as state_dict() gives");
-             o.load_state(state["state"].cast<nn::StateDict>(), state["steps"].cast<int64_t>());
-             if (state.contains("lr")) o.set_lr(state["lr"].cast<double>());
-           }, "state"_a, "copies the moments in (the same parameters, in the same order) and resumes the step count");
+             as_value_error([&] {
+               PHASOR_CHECK(state.contains("state") && state.contains("steps"), "AdamW.load_state_dict: expected a dict with 'state' and 'steps', "
+                                                                               "as state_dict() gives");
+               check_state_keys("AdamW", state, {"state", "steps", "lr"});
+               const std::optional<double> lr = state_lr(state);
+               if (lr) nn::check_learning_rate("AdamW", *lr);  // as the setter checks it
+               o.load_state(state["state"].cast<nn::StateDict>(), state["steps"].cast<int64_t>());  // checks all, then copies
+               if (lr) o.set_lr(*lr);
+             });
+           }, "state"_a, "copies the moments in (the same parameters, in the same order) and resumes the step count; "
+                         "refuses (ValueError, changing nothing) a bad step count or lr, a missing, mis-shaped or unexpected entry");
   py::class_<nn::SGD>(optim, "SGD", "SGD as PyTorch computes it: momentum, dampening, Nesterov, weight decay, maximize")
       .def(py::init([](const py::iterable& params, double lr, double momentum, double dampening, double weight_decay, bool nesterov,
                        bool maximize) {
-             const std::vector<nn::ParamGroup> groups = param_groups(params, weight_decay);
-             PHASOR_CHECK(groups.size() == 1 && groups[0].weight_decay == weight_decay,
-                          "SGD takes one list of tensors (parameter groups are AdamW's)");
-             return nn::SGD(groups[0].params, nn::SGDOptions{lr, momentum, dampening, weight_decay, nesterov, maximize});
+             return as_value_error([&] {
+               const std::vector<nn::ParamGroup> groups = param_groups(params, weight_decay);
+               PHASOR_CHECK(groups.size() == 1 && groups[0].weight_decay == weight_decay,
+                            "SGD takes one list of tensors (parameter groups are AdamW's)");
+               return nn::SGD(groups[0].params, nn::SGDOptions{lr, momentum, dampening, weight_decay, nesterov, maximize});
+             });
            }), "params"_a, "lr"_a, "momentum"_a = 0.0, "dampening"_a = 0.0, "weight_decay"_a = 0.0, "nesterov"_a = false, py::kw_only(),
            "maximize"_a = false)
       .def("step", &nn::SGD::step)
       .def("zero_grad", &nn::SGD::zero_grad)
-      .def_property("lr", &nn::SGD::lr, &nn::SGD::set_lr)
+      .def_property("lr", &nn::SGD::lr, [](nn::SGD& o, double lr) { as_value_error([&] { o.set_lr(lr); }); })
       .def("state_dict", [](const nn::SGD& o) { return py::dict("state"_a = o.state(), "lr"_a = o.lr()); },
            "the momentum buffers by parameter (live tensors, as PyTorch's) and lr")
       .def("load_state_dict", [](nn::SGD& o, const py::dict& state) {
-             PHASOR_CHECK(state.contains("state"), "SGD.load_state_dict: expected a dict with 'state', as state_dict() gives");
-             o.load_state(state["state"].cast<nn::StateDict>());
-             if (state.contains("lr")) o.set_lr(state["lr"].cast<double>());
-           }, "state"_a, "copies the momentum buffers in (the same parameters, in the same order)");
+             as_value_error([&] {
+               PHASOR_CHECK(state.contains("state"), "SGD.load_state_dict: expected a dict with 'state', as state_dict() gives");
+               check_state_keys("SGD", state, {"state", "lr"});
+               const std::optional<double> lr = state_lr(state);
+               const double before = o.lr();
+               if (lr) o.set_lr(*lr);  // checked first; put back if the buffers are refused
+               try {
+                 o.load_state(state["state"].cast<nn::StateDict>());
+               } catch (...) {
+                 o.set_lr(before);
+                 throw;
+               }
+             });
+           }, "state"_a, "copies the momentum buffers in (the same parameters, in the same order); refuses (ValueError, changing nothing) "
+                         "a bad lr, a mis-shaped or unexpected entry");
 }
 
 }  // namespace phasor::python

@@ -942,3 +942,61 @@ TEST_CASE("clip_grad_norm returns the norm before clipping and scales every grad
   CHECK(nn::clip_grad_norm({a, z, none}, 6.5) == doctest::Approx(6.5).epsilon(1e-6));
   check_close(values(a.grad()), {3 * k, 4 * k}, {.rtol = 1e-6});
 }
+
+TEST_CASE("optimizers: bad hyper-parameters, a parameter listed twice and a bad state are refused, and a refusal changes nothing") {
+  Tensor w = from_vector<float>({1.0f, 2.0f}), v = from_vector<float>({3.0f});
+  w.requires_grad_(), v.requires_grad_();
+  const nn::NamedTensors both{{"w", w}, {"v", v}};
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // What PyTorch refuses (ValueError there), and what is not finite.
+  for (const nn::AdamWOptions& o : {nn::AdamWOptions{nan, 0.9, 0.999, 1e-8}, nn::AdamWOptions{-1, 0.9, 0.999, 1e-8}, nn::AdamWOptions{inf, 0.9, 0.999, 1e-8},
+                                    nn::AdamWOptions{1e-3, 1.0, 0.999, 1e-8}, nn::AdamWOptions{1e-3, 0.9, -0.1, 1e-8}, nn::AdamWOptions{1e-3, 0.9, 0.999, -1},
+                                    nn::AdamWOptions{1e-3, 0.9, 0.999, nan}})
+    CHECK_THROWS_AS(nn::AdamW({{both, 0.0, 1.0}}, o), Error);
+  CHECK_THROWS_WITH_AS(nn::AdamW({{both, -0.1, 1.0}}, {}), doctest::Contains("weight_decay"), Error);
+  CHECK_THROWS_WITH_AS(nn::AdamW({{{{"w", w}}, 0.0, 1.0}, {{{"again", w}}, 0.1, 1.0}}, {}), doctest::Contains("again is w again"), Error);
+  CHECK_THROWS_WITH_AS(nn::SGD({{"w", w}, {"w2", w}}, {0.1}), doctest::Contains("list each parameter once"), Error);
+  CHECK_THROWS_AS(nn::SGD(both, {inf}), Error);
+  CHECK_THROWS_AS(nn::SGD(both, {nan}), Error);
+
+  nn::AdamW adam({{both, 0.0, 1.0}}, {0.1, 0.9, 0.999, 1e-8});
+  CHECK_THROWS_WITH_AS(adam.set_lr(nan), doctest::Contains("invalid learning rate"), Error);
+  CHECK_THROWS_AS(adam.set_lr(-1), Error);
+  CHECK(adam.lr() == 0.1);
+  w.set_grad(from_vector<float>({0.5f, -0.5f})), v.set_grad(from_vector<float>({1.0f}));
+  adam.step();
+  const nn::StateDict before = [&] {
+    nn::StateDict copy;
+    for (const auto& [k, t] : adam.state()) copy.emplace(k, ops::clone(t));
+    return copy;
+  }();
+  const auto unchanged = [&] {
+    for (const auto& [k, t] : adam.state()) CHECK(t.to_vector<float>() == before.at(k).to_vector<float>());
+    CHECK(adam.steps() == 1);
+  };
+  // exp_avg.w is new and would be copied before the refusal of exp_avg.v's shape (before: it was).
+  nn::StateDict bad_shape{{"exp_avg.w", full({2}, 7.0)}, {"exp_avg_sq.w", full({2}, 7.0)}, {"exp_avg.v", full({2}, 7.0)}, {"exp_avg_sq.v", full({1}, 7.0)}};
+  for (auto& [k, t] : bad_shape) t = to(t, DType::Float32);
+  CHECK_THROWS_WITH_AS(adam.load_state(bad_shape, 5), doctest::Contains("'exp_avg.v' has shape"), Error);
+  unchanged();
+  nn::StateDict good = before;
+  CHECK_THROWS_WITH_AS(adam.load_state(good, -3), doctest::Contains("step count -3"), Error);
+  unchanged();
+  nn::StateDict extra = before;
+  extra.emplace("exp_avg.stranger", to(full({1}, 1.0), DType::Float32));
+  CHECK_THROWS_WITH_AS(adam.load_state(extra, 1), doctest::Contains("unexpected entr"), Error);
+  unchanged();
+  CHECK_NOTHROW(adam.load_state(good, 1));
+
+  nn::SGD sgd(both, {0.1, 0.9});
+  sgd.step();
+  const std::vector<float> buffer_w = sgd.state().at("momentum_buffer.w").to_vector<float>();
+  CHECK_THROWS_AS(sgd.set_lr(inf), Error);
+  CHECK(sgd.lr() == 0.1);
+  nn::StateDict sgd_bad{{"momentum_buffer.w", to(full({2}, 9.0), DType::Float32)}, {"momentum_buffer.v", to(full({3}, 9.0), DType::Float32)}};
+  CHECK_THROWS_AS(sgd.load_state(sgd_bad), Error);
+  CHECK(sgd.state().at("momentum_buffer.w").to_vector<float>() == buffer_w);
+  CHECK_THROWS_WITH_AS(sgd.load_state({{"momentum_buffer.w", to(full({2}, 9.0), DType::Float32)}, {"other", to(full({1}, 9.0), DType::Float32)}}),
+                       doctest::Contains("unexpected entry 'other'"), Error);
+  CHECK(sgd.state().at("momentum_buffer.w").to_vector<float>() == buffer_w);
+}

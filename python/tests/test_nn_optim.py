@@ -76,7 +76,7 @@ def test_adamw_state_dict_resumes_the_same_steps():
     run(w2, z2, resumed, 2)
     np.testing.assert_array_equal(w2.detach().numpy(), w.detach().numpy())
     np.testing.assert_array_equal(z2.detach().numpy(), z.detach().numpy())
-    with pytest.raises(phasor.Error, match="lacks 'exp_avg.p.0'"):
+    with pytest.raises(ValueError, match="lacks 'exp_avg.p.0'"):  # as torch's load_state_dict refuses a state not its own
         resumed.load_state_dict({"state": {}, "steps": 1})
 
 
@@ -139,9 +139,9 @@ def test_losses_and_bad_optimizer_input():
     logits = phasor.tensor(np.log([[0.25, 0.75], [0.5, 0.5]]))
     expected = -(np.log(0.75) + np.log(0.5)) / 2
     assert phasor.nn.cross_entropy(logits, phasor.tensor([1, 0])).item() == pytest.approx(expected, rel=1e-12)
-    with pytest.raises(phasor.Error, match="empty parameter list"):
+    with pytest.raises(ValueError, match="empty parameter list"):  # torch.optim raises ValueError for both
         phasor.optim.AdamW([])
-    with pytest.raises(phasor.Error, match="not a leaf"):
+    with pytest.raises(ValueError, match="not a leaf"):
         phasor.optim.SGD([phasor.ones([2]).requires_grad_() * 2.0], lr=0.1)
 
 
@@ -171,5 +171,95 @@ def test_sgd_state_dict_resumes_the_same_steps():
     (dict(lr=-0.1), "lr, momentum and weight_decay must be >= 0"),
 ])
 def test_sgd_refuses_what_torch_refuses(kwargs, message):
-    with pytest.raises(phasor.Error, match=message):
+    with pytest.raises(ValueError, match=message):
         phasor.optim.SGD([phasor.ones([2]).requires_grad_()], **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(lr=float("nan")), dict(lr=-1.0), dict(lr=float("inf")), dict(betas=(1.0, 0.999)), dict(betas=(0.9, -0.5)),
+    dict(eps=-1.0), dict(weight_decay=-0.1),
+], ids=["lr-nan", "lr-negative", "lr-inf", "beta1-one", "beta2-negative", "eps-negative", "weight-decay-negative"])
+def test_adamw_refuses_a_bad_hyper_parameter_with_value_error(kwargs):
+    with pytest.raises(ValueError) as info:
+        phasor.optim.AdamW([phasor.ones([2]).requires_grad_()], **kwargs)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: phasor.optim.AdamW(ps, lr=0.1),
+    lambda ps: phasor.optim.SGD(ps, lr=0.1, momentum=0.9),
+], ids=["adamw", "sgd"])
+def test_the_lr_setter_refuses_what_the_constructor_refuses(make):
+    opt = make([phasor.ones([2]).requires_grad_()])
+    for bad in (float("nan"), -1.0, float("inf")):
+        with pytest.raises(ValueError, match="invalid learning rate"):
+            opt.lr = bad
+    assert opt.lr == 0.1
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: phasor.optim.AdamW(ps, lr=0.1),
+    lambda ps: phasor.optim.SGD(ps, lr=0.1),
+    lambda ps: phasor.optim.AdamW([{"params": ps[:1]}, {"params": ps[1:]}], lr=0.1),
+], ids=["adamw", "sgd", "adamw-groups"])
+def test_a_parameter_listed_twice_is_refused_never_updated_twice(make):
+    w = phasor.ones([2], dtype=phasor.float64).requires_grad_()
+    with pytest.raises(ValueError, match="list each parameter once"):
+        make([w, w])
+
+
+def _trained_adamw():
+    w, z = phasor.tensor(W0).requires_grad_(), phasor.tensor(Z0).requires_grad_()
+    opt = phasor.optim.AdamW([w, z], lr=0.05)
+    run(w, z, opt, 2)
+    return opt
+
+
+def _snapshot(opt):
+    d = opt.state_dict()
+    return {k: t.detach().clone().numpy() for k, t in d["state"].items()}, opt.steps, opt.lr
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(steps=-5), "step count -5"),
+    (lambda d: d.update(lr=float("inf")), "invalid learning rate"),
+    (lambda d: d.update(lr=float("nan")), "invalid learning rate"),
+    (lambda d: d["state"].update({"exp_avg.stranger": phasor.ones([1], dtype=phasor.float64)}), "unexpected entr"),
+    (lambda d: d.update(extra=1), "unexpected key 'extra'"),
+    # exp_avg.p.0 is good and comes first: it must not be copied in before exp_avg.p.1 is refused.
+    (lambda d: d["state"].update({"exp_avg.p.0": phasor.full([3, 2], 7.0, dtype=phasor.float64),
+                                  "exp_avg.p.1": phasor.ones([5], dtype=phasor.complex128)}), "'exp_avg.p.1' has shape"),
+], ids=["negative-steps", "inf-lr", "nan-lr", "extra-entry", "extra-key", "bad-shape-after-a-good-one"])
+def test_adamw_load_state_dict_refuses_before_it_changes_anything(change, message):
+    opt = _trained_adamw()
+    before = _snapshot(opt)
+    fresh = opt.state_dict()
+    state = {"state": {k: t.detach().clone() for k, t in fresh["state"].items()}, "steps": fresh["steps"], "lr": fresh["lr"]}
+    change(state)
+    with pytest.raises(ValueError, match=message):
+        opt.load_state_dict(state)
+    after = _snapshot(opt)
+    assert after[1:] == before[1:]
+    assert sorted(after[0]) == sorted(before[0])
+    for k in before[0]:
+        np.testing.assert_array_equal(after[0][k], before[0][k])
+
+
+def test_sgd_load_state_dict_refuses_before_it_changes_anything():
+    w, z = phasor.tensor(W0).requires_grad_(), phasor.tensor(Z0).requires_grad_()
+    opt = phasor.optim.SGD([w, z], lr=0.01, momentum=0.9)
+    run(w, z, opt, 2)
+    before = {k: t.detach().clone().numpy() for k, t in opt.state_dict()["state"].items()}
+    for state, message in [
+        ({"state": {"momentum_buffer.p.0": phasor.full([3, 2], 9.0, dtype=phasor.float64),
+                    "momentum_buffer.p.1": phasor.ones([7], dtype=phasor.complex128)}, "lr": 0.5}, "'momentum_buffer.p.1' has shape"),
+        ({"state": {"momentum_buffer.p.0": phasor.full([3, 2], 9.0, dtype=phasor.float64), "stranger": phasor.ones([1])}}, "unexpected entry"),
+        ({"state": {}, "lr": float("inf")}, "invalid learning rate"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            opt.load_state_dict(state)
+        assert opt.lr == 0.01
+        after = {k: t.detach().numpy() for k, t in opt.state_dict()["state"].items()}
+        assert sorted(after) == sorted(before)
+        for k in before:
+            np.testing.assert_array_equal(after[k], before[k])
