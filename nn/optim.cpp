@@ -196,7 +196,8 @@ void SGD::load_state(const StateDict& state) {
     buffers[i] = it->second;
   }
   if (used != state.size())
-    for (const auto& [key, t] : state) {
+    for (const auto& entry : state) {
+      const std::string& key = entry.first;  // not a binding: clang 14 refuses those in lambdas
       const bool expected = std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return key == "momentum_buffer." + p.first; });
       PHASOR_CHECK(expected, "SGD: optimizer state has an unexpected entry '", key, "'; it is not this optimizer's");
     }

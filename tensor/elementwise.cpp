@@ -19,6 +19,7 @@ const char* name(Unary op) {
 }
 const char* name(Binary op) {
   static const char* const names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2"};
+  static_assert(std::size(names) == static_cast<size_t>(Binary::Count), "one name per Binary op, in its order");
   return names[static_cast<int>(op)];
 }
 

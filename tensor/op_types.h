@@ -17,7 +17,7 @@ enum class Unary {
   Softplus,        // log(1 + exp(x)), real only (pope, carope)
   Count            // how many there are: the name table's size is checked against it
 };
-enum class Binary { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2 };
+enum class Binary { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2, Count /* how many there are */ };
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
 const char* name(Unary op);  // for messages: "exp", "atan2", ... (tensor/elementwise.cpp)
 const char* name(Binary op);

@@ -3,7 +3,7 @@
 // operands share one (broadcast) shape, each with its own byte strides, and
 // dimensions that are contiguous in every operand are merged (coalesce), so a
 // kernel on row-major inputs sees one long run. The CPU loop
-// (tensor/cpu/plan.h) and the CUDA launch geometry (cuda/backend.cpp) are both
+// (tensor/cpu/loop.h) and the CUDA launch geometry (cuda/backend.cpp) are both
 // built from it.
 #include <array>
 #include <cstdint>

@@ -176,7 +176,7 @@ T Tensor::item() const {
   return out;
 }
 
-Tensor contiguous_copy(const Tensor& t);  // in tensor/ops: always copies into a fresh row-major tensor
+Tensor contiguous_copy(const Tensor& t);  // in tensor/elementwise.cpp: always copies into a fresh row-major tensor
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {

@@ -299,6 +299,7 @@ TEST_CASE("cuda: every unary op, every dtype, every layout") {
 TEST_CASE("cuda: every binary op with broadcasting, promotion, CPU scalars and in-place forms") {
   using ops::Binary;
   const Binary all[] = {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div, Binary::Pow, Binary::Maximum, Binary::Minimum, Binary::Atan2};
+  static_assert(std::size(all) == static_cast<size_t>(Binary::Count), "every Binary op, once");
   for (Binary op : all)
     for (DType dt : {DType::Int64, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128}) {
       const bool real_only = op == Binary::Maximum || op == Binary::Minimum || op == Binary::Atan2;

@@ -277,7 +277,8 @@ TEST_CASE("carope: pi divides the accumulated phase by S, and a cache carries th
 
 TEST_CASE("fused attention takes a value width other than the query/key width: values and gradients match the materialised path") {
   Generator g(12);
-  for (const auto& [nq, nk, offset] : {std::tuple<int64_t, int64_t, int64_t>{70, 70, 0}, {5, 75, 70}}) {
+  for (const auto& shape : {std::tuple<int64_t, int64_t, int64_t>{70, 70, 0}, {5, 75, 70}}) {
+    const int64_t nq = std::get<0>(shape), nk = std::get<1>(shape), offset = std::get<2>(shape);  // not bindings: clang 14 refuses them in CAPTURE's lambda
     CAPTURE(nq);
     const Tensor q = randn({2, nq, 3, 10}, DType::Float64, &g).requires_grad_();
     const Tensor k = randn({2, nk, 3, 10}, DType::Float64, &g).requires_grad_();
@@ -352,7 +353,8 @@ TEST_CASE("pope: the transform passes gradcheck in float64 (queries, keys and po
 
 TEST_CASE("fused attention with a distance bias: values and every gradient match the materialised path; gradcheck in float64") {
   Generator g(21);
-  for (const auto& [nq, nk, offset, R] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{70, 70, 0, 5}, {6, 80, 74, 100}, {9, 9, 0, 1}}) {
+  for (const auto& shape : {std::tuple<int64_t, int64_t, int64_t, int64_t>{70, 70, 0, 5}, {6, 80, 74, 100}, {9, 9, 0, 1}}) {
+    const int64_t nq = std::get<0>(shape), nk = std::get<1>(shape), offset = std::get<2>(shape), R = std::get<3>(shape);
     CAPTURE(nq);
     CAPTURE(R);
     const Tensor q = randn({2, nq, 3, 8}, DType::Float64, &g).requires_grad_();

@@ -806,7 +806,7 @@ TEST_CASE("random op graphs: Hessian-vector products match LibTorch's create_gra
 // float64, from -40 to 40 (torch's threshold raised from 20 to 1000, so that
 // it computes log(1 + exp(x)) there too rather than returning x).
 TEST_CASE("softplus matches LibTorch in values and gradients, far from 0 too") {
-  for (const auto [pd, td] : {std::pair{P::DType::Float32, torch::kFloat32}, std::pair{P::DType::Float64, torch::kFloat64}}) {
+  for (const auto& [pd, td] : {std::pair{P::DType::Float32, torch::kFloat32}, std::pair{P::DType::Float64, torch::kFloat64}}) {
     std::vector<double> xs;
     for (int i = -40; i <= 40; ++i) xs.push_back(i + 0.37);
     const P::Tensor x = P::ops::to(P::from_vector(xs), pd).requires_grad_();

@@ -50,7 +50,7 @@ def text_file(run_dir):
 @pytest.fixture(scope="session")
 def run_cli(cli):
     """run_cli(*args): (exit status, stdout, stderr) of `phasor ARGS`."""
-    # The sanitizer run (scripts/python_sanitize.sh) preloads the shared ASan
+    # The sanitizer run (scripts/ci_sanitize.sh, its python_tests) preloads the shared ASan
     # runtime into the interpreter; the CLI carries its own, and refuses a second.
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
