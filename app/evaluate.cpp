@@ -109,4 +109,55 @@ double arith_exact_match(const CausalLM& model, size_t problems) {
   });
 }
 
+std::vector<AnswerPrediction> predict_answers(const CausalLM& model, const std::vector<TaskExample>& examples, int64_t batch) {
+  PHASOR_CHECK(!examples.empty(), "predict_answers: no examples");
+  const size_t prompt_len = examples.front().prompt.size(), answer_len = examples.front().answer.size();
+  for (const TaskExample& e : examples)
+    PHASOR_CHECK(e.prompt.size() == prompt_len && e.answer.size() == answer_len && answer_len > 0,
+                 "predict_answers: the examples must share one prompt and answer length");
+  const auto inputs_len = static_cast<int64_t>(prompt_len + answer_len - 1);
+  if (batch <= 0) batch = std::max<int64_t>(1, 8192 / inputs_len);
+  const int64_t vocab = model.config().vocab_size;
+  NoGradGuard no_grad;
+  std::vector<AnswerPrediction> out;
+  for (size_t first = 0; first < examples.size(); first += static_cast<size_t>(batch)) {
+    const size_t rows = std::min(examples.size() - first, static_cast<size_t>(batch));
+    std::vector<int64_t> ids;
+    for (size_t r = 0; r < rows; ++r) {
+      const TaskExample& e = examples[first + r];
+      const std::vector<int64_t> bytes = encode_prompt(e.prompt + e.answer.substr(0, answer_len - 1), vocab);
+      ids.insert(ids.end(), bytes.begin(), bytes.end());
+    }
+    const Tensor logits = model.forward(from_vector(ids, {static_cast<int64_t>(rows), inputs_len}));
+    // Only the positions that predict an answer byte: prompt_len - 1 .. inputs_len - 1.
+    const std::vector<float> logp =
+        log_softmax(narrow(logits, 1, static_cast<int64_t>(prompt_len) - 1, static_cast<int64_t>(answer_len)), -1).to_vector<float>();
+    for (size_t r = 0; r < rows; ++r) {
+      const std::string& answer = examples[first + r].answer;
+      AnswerPrediction p;
+      for (size_t j = 0; j < answer_len; ++j) {
+        const float* row = logp.data() + (r * answer_len + j) * static_cast<size_t>(vocab);
+        p.predicted.push_back(static_cast<char>(std::max_element(row, row + vocab) - row));
+        const auto target = static_cast<unsigned char>(answer[j]);
+        PHASOR_CHECK(target < vocab, "predict_answers: answer byte ", int(target), " is outside the model's vocabulary of ", vocab);
+        p.log_loss -= row[target];
+      }
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+TaskEvaluation evaluate_task(const CausalLM& model, const TaskEvalOptions& o) {
+  check_task_length(o.task, o.length, "--seq-len");
+  PHASOR_CHECK(o.examples >= 1 && o.examples <= 1'000'000, "--examples must be from 1 to 1000000, got ", o.examples);
+  check_positions_fit(model.config(), o.length - 1, "--seq-len");  // the example less its last byte
+  std::vector<int> depths = o.depths;
+  if (depths.empty() && o.task == Task::Passkey) depths = kPasskeyDepths;
+  TaskEvaluation e;
+  e.examples = task_examples(o.task, o.length, static_cast<size_t>(o.examples), o.seed, depths);
+  e.score = score_task(e.examples, predict_answers(model, e.examples, o.batch));
+  return e;
+}
+
 }  // namespace phasor

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "models/data/task_score.h"
+#include "models/data/tasks.h"
 #include "models/transformer.h"
 
 namespace phasor {
@@ -37,5 +39,28 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
 // arith_heldout_problems), decoding greedily after "\n" + prompt: in the arith
 // corpus every problem starts a line.
 double arith_exact_match(const CausalLM& model, size_t problems);
+
+// Teacher-forced predictions of each example's answer (AnswerPrediction): the
+// example less its last byte is one sequence from position 0, and the argmax
+// at each answer byte's preceding position is the predicted byte (the lowest
+// byte on a tie). All examples must be of one length; `batch` at a time
+// (0: as many as make about 8192 positions).
+std::vector<AnswerPrediction> predict_answers(const CausalLM& model, const std::vector<TaskExample>& examples, int64_t batch = 0);
+
+struct TaskEvalOptions {
+  Task task = Task::Passkey;
+  int64_t length = 128;
+  int64_t examples = 100;
+  uint64_t seed = kTaskEvalSeed;
+  std::vector<int> depths;  // passkey: spread evenly over these (empty: kPasskeyDepths); refused for the other tasks
+  int64_t batch = 0;
+};
+struct TaskEvaluation {
+  std::vector<TaskExample> examples;
+  TaskScore score;
+};
+// Exact-match accuracy on `examples` examples of the task's evaluation stream:
+// phasor::Error for a length the task cannot fill or the model cannot reach.
+TaskEvaluation evaluate_task(const CausalLM& model, const TaskEvalOptions& options);
 
 }  // namespace phasor

@@ -223,7 +223,7 @@ std::string load_run_text(TrainOptions& o) {
   o.data = data_location(o.data);
   std::string text;
   try {
-    text = load_text(o.data);
+    text = load_text(o.data, o.seq_len);  // a task's examples are as long as the window
   } catch (const Error& e) {
     if (!recorded) throw;
     fail("resume: the run's data cannot be read (", e.what(), "); give --data with the same text");
@@ -244,7 +244,7 @@ std::string load_run_text(TrainOptions& o) {
 std::string load_validation_text(TrainOptions& o, bool resumed) {
   if (resumed) return read_text_file(o.run_dir + "/validation.txt");
   o.val_data = data_location(o.val_data);
-  return load_text(o.val_data);
+  return load_text(o.val_data, o.seq_len);
 }
 
 // What the ranks of a distributed run must agree on (require_ranks_agree): the

@@ -280,7 +280,7 @@ TEST_CASE("load_text reads files and rejects unknown names and empty files") {
   std::ofstream(empty).close();
   CHECK_THROWS_WITH_AS(load_text(empty), doctest::Contains((empty + "' is empty").c_str()), Error);
   CHECK_THROWS_WITH_AS(load_text("no_such_corpus"),
-                       "data 'no_such_corpus' is neither a file nor a built-in corpus (kjv, code, arith)", Error);
+                       "data 'no_such_corpus' is neither a file nor a built-in corpus (kjv, code, arith) or task (passkey, copy, recall, flipflop)", Error);
   fs::remove_all(dir);
 
   // A folder: its files in path order (sub-folders too), each ended by a newline; hidden and empty files left out.

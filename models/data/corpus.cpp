@@ -13,6 +13,7 @@
 #include <set>
 
 #include "models/data/dataset.h"
+#include "models/data/tasks.h"
 #include "nn/atomic_file.h"
 #include "tensor/error.h"
 #include "tensor/random.h"
@@ -223,16 +224,20 @@ std::string corpus_cache_dir() {
   return (fs::path(home) / ".cache" / "phasor").string();
 }
 
-std::string load_text(const std::string& name_or_path) {
+std::string load_text(const std::string& name_or_path, int64_t example_length) {
   if (std::error_code ec; fs::is_directory(name_or_path, ec)) return read_folder_of_texts(name_or_path);
   if (fs::exists(name_or_path)) return read_nonempty_file(name_or_path);
   for (const BuiltinCorpus& corpus : kBuiltins)
     if (name_or_path == corpus.name) return load_builtin(corpus);
-  fail("data '", name_or_path, "' is neither a file nor a built-in corpus (kjv, code, arith)");
+  if (is_task(name_or_path)) {
+    PHASOR_CHECK(example_length > 0, "data '", name_or_path, "' is a task whose examples are as long as the window: give its length (--seq-len)");
+    return task_training_text(parse_task(name_or_path), example_length);
+  }
+  fail("data '", name_or_path, "' is neither a file nor a built-in corpus (kjv, code, arith) or task (", task_names(), ")");
 }
 
 bool is_builtin_corpus(std::string_view name) {
-  return std::ranges::any_of(kBuiltins, [&](const BuiltinCorpus& corpus) { return name == corpus.name; });
+  return is_task(name) || std::ranges::any_of(kBuiltins, [&](const BuiltinCorpus& corpus) { return name == corpus.name; });
 }
 
 std::string data_location(const std::string& name_or_path) {

@@ -20,9 +20,12 @@ std::string corpus_cache_dir();
 //   kjv    the King James Bible, as printed by `bible -l0 "gen1:1-rev22:21"` (Debian's bible-kjv)
 //   code   Python standard library sources under /usr/lib/python3*, sorted by path, about 8 MB
 //   arith  about 2 MB of problems such as "482+1937=2419", one per line, never a held-out one
-// Throws phasor::Error for an unknown name, an empty file or a missing tool.
-std::string load_text(const std::string& name_or_path);
-// Whether `name` is a built-in corpus's name (kjv, code, arith).
+//   passkey, copy, recall, flipflop   a task's training stream (models/data/tasks.h):
+//          whole examples of example_length bytes, generated (not cached)
+// Throws phasor::Error for an unknown name, an empty file, a missing tool, and
+// a task without an example length it can fill (0: none given).
+std::string load_text(const std::string& name_or_path, int64_t example_length = 0);
+// Whether `name` is a built-in corpus's or task's name (kjv, code, arith, passkey, copy, recall, flipflop).
 bool is_builtin_corpus(std::string_view name);
 
 // What a run records of its data so that it can be found and checked again:
