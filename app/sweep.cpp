@@ -25,6 +25,7 @@
 #include "app/sweep_lock.h"
 #include "app/train.h"
 #include "models/data/corpus.h"
+#include "models/data/tasks.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
 #include "tensor/error.h"
@@ -49,6 +50,8 @@ using nlohmann::json;
 const std::vector<std::string_view> kMainGridVariants = {"complexformer", "rope", "xpos", "alibi", "none"};
 // ComplexFormer's newer rivals beside it and RoPE (the `rivals` preset).
 const std::vector<std::string_view> kRivalVariants = {"complexformer", "rope", "pope", "carope", "complexformer-seed"};
+// Every variant that extrapolates by design or by claim (the `length` preset).
+const std::vector<std::string_view> kLengthVariants = {"complexformer", "complexformer-seed", "rope", "xpos", "alibi", "pope", "carope", "none"};
 
 static std::vector<SweepVariant> main_grid(int64_t d_model, int64_t d_ff, const std::vector<std::string_view>& names = kMainGridVariants) {
   std::vector<SweepVariant> grid;
@@ -110,6 +113,41 @@ static void scale_preset(SweepPlan& p) {
     size.warmup = size.steps / 20;
     p.sizes.push_back(size);
   }
+}
+
+// Does a position variant hold on to what it read past its training length?
+// The four built-in tasks, quick's model (about 100k parameters) trained at 128
+// positions on each task's stream, scored by exact match at 1x to 16x that
+// length, rope also with PI and YaRN. Training rule: a fixed number of steps
+// (the task counts as solved at its training length where accuracy at 128 is
+// at least 99%; the report shows it).
+// Budget (docs/RESULTS.md, "Length generalisation"): one cell, 2000 steps of
+// 16 x 128 on one thread plus 100 examples at each of five lengths, measured on
+// this 2-core machine: see length_preset_budget in the docs; 108 cells (4 tasks
+// x 9 variants x 3 seeds), two at once.
+static void length_preset(SweepPlan& p) {
+  p.tasks = {"passkey", "copy", "recall", "flipflop"};
+  p.variants = main_grid(64, 176, kLengthVariants);
+  p.efficiency = {};
+  p.eval_variants = {"rope+pi", "rope+yarn"};
+  p.efficiency_task = p.long_context_task = "passkey";
+  p.eval_lengths = {128, 256, 512, 1024, 2048};
+  p.long_context_every_task = true;
+  p.seeds = 3;
+  p.n_layers = 2;
+  p.n_heads = 4;
+  p.steps = 2000;
+  p.batch = 16;
+  p.warmup = 100;
+  p.lr = 3e-3;
+  p.min_lr = 3e-4;
+  p.eval_tokens = 1;  // no windows: the tasks are scored by their examples
+  p.task_examples = 100;
+  p.arith_problems = 0;
+  p.throughput_steps = 0;
+  p.throughput_rounds = 0;
+  p.jobs = 2;
+  p.threads_per_job = 1;
 }
 
 SweepPlan sweep_preset(const std::string& name) {
@@ -187,8 +225,10 @@ SweepPlan sweep_preset(const std::string& name) {
     p.threads_per_job = 1;
   } else if (name == "scale") {
     scale_preset(p);
+  } else if (name == "length") {
+    length_preset(p);
   } else {
-    fail("sweep: unknown preset '", name, "' (quick, long, full, scale or rivals)");
+    fail("sweep: unknown preset '", name, "' (quick, long, full, scale, rivals or length)");
   }
   return p;
 }
@@ -242,6 +282,8 @@ json to_json(const SweepPlan& p) {
   if (p.long_context_every_task) j["long_context_every_task"] = true;
   if (p.precision != "float32") j["precision"] = p.precision;
   if (!p.eval_scalings.empty()) j["eval_scalings"] = p.eval_scalings;
+  if (!p.eval_variants.empty()) j["eval_variants"] = p.eval_variants;
+  if (std::ranges::any_of(p.tasks, [&](const std::string& t) { return p.is_builtin_task(t); })) j["task_examples"] = p.task_examples;
   return j;
 }
 
@@ -293,8 +335,19 @@ CellResult read_cell_result(const std::string& path) {
   r.path = path;
   const json& eval = sweep_field(j, "eval", path, "eval");
   PHASOR_CHECK(eval.is_object(), "sweep: '", path, "': eval must be a JSON object, got ", shown(eval));
-  for (const auto& [key, at] : eval.items())
+  for (const auto& [key, at] : eval.items()) {
     r.loss[key] = sweep_number(sweep_field(at, "loss", path, "eval." + key + ".loss"), 0, 1e6, path, "eval." + key + ".loss");
+    if (at.contains("accuracy")) r.accuracy[key] = sweep_number(at.at("accuracy"), 0, 1, path, "eval." + key + ".accuracy");
+    if (!at.contains("depths")) continue;
+    const json& depths = at.at("depths");
+    PHASOR_CHECK(depths.is_object(), "sweep: '", path, "': eval.", key, ".depths must be a JSON object, got ", shown(depths));
+    for (const auto& [depth, d] : depths.items()) {
+      const std::string field = "eval." + key + ".depths." + depth;
+      const bool percent = !depth.empty() && depth.size() <= 3 && depth.find_first_not_of("0123456789") == std::string::npos && std::stoi(depth) <= 100;
+      PHASOR_CHECK(percent, "sweep: '", path, "': ", field, ": a depth must be a whole percentage from 0 to 100");
+      r.depth_accuracy[key][std::stoi(depth)] = sweep_number(sweep_field(d, "accuracy", path, field + ".accuracy"), 0, 1, path, field + ".accuracy");
+    }
+  }
   r.parameters = sweep_number(sweep_field(j, "parameters", path, "parameters"), 1, 2147483648.0, path, "parameters");  // 2^31, the models' limit
   r.train_seconds = sweep_number(sweep_field(j, "train_seconds", path, "train_seconds"), 0, 1e9, path, "train_seconds");
   if (j.contains("tokens_trained")) r.tokens_trained = sweep_number(j.at("tokens_trained"), 0, 9.2e18, path, "tokens_trained");
@@ -320,7 +373,39 @@ namespace {
 
 // The limits of the sweep's flags (app/cli/sweep.cpp), and of train's where the sweep has none (app/train.h, models/options.h).
 constexpr int64_t kMaxSeeds = 100, kMaxJobs = 256, kMaxSteps = 1'000'000'000'000, kMaxEvalTokens = int64_t{1} << 31,
-                  kMaxArithProblems = 100'000, kMaxRounds = 100, kMaxLength = int64_t{1} << 20, kMaxThreads = 1024;
+                  kMaxArithProblems = 100'000, kMaxRounds = 100, kMaxLength = int64_t{1} << 20, kMaxThreads = 1024,
+                  kMaxTaskExamples = 1'000'000;
+
+// "rope+yarn": the variant's name and the method, split at the last '+'.
+std::pair<std::string, std::string> split_eval_variant(const std::string& entry) {
+  const size_t plus = entry.rfind('+');
+  if (plus == std::string::npos) return {entry, ""};
+  return {entry.substr(0, plus), entry.substr(plus + 1)};
+}
+
+// Whether a position variant takes a context extension (models/rotary_scaling.h).
+bool takes_scaling(Position position, RopeScaling method) {
+  const ScalingSupport support = position_variant(position).scaling;
+  return support == ScalingSupport::All || (support == ScalingSupport::PIOnly && method == RopeScaling::PI);
+}
+
+// Every evaluation-time entry a plan's variants allow: "rope+pi", "rope+ntk", "rope+yarn", "carope+pi", ...
+std::vector<std::string> possible_eval_variants(const SweepPlan& p) {
+  std::vector<std::string> out;
+  for (const SweepVariant& v : p.variants)
+    for (RopeScaling m : {RopeScaling::PI, RopeScaling::NTK, RopeScaling::YaRN})
+      if (takes_scaling(v.position, m)) out.push_back(v.name + "+" + std::string(rope_scaling_name(m)));
+  return out;
+}
+
+// Refuses an entry that is not "VARIANT+METHOD" of one of the plan's variants and a method it takes.
+void check_eval_variant(const SweepPlan& p, const std::string& entry, const std::string& where) {
+  const std::vector<std::string> possible = possible_eval_variants(p);
+  if (std::find(possible.begin(), possible.end(), entry) != possible.end()) return;
+  std::string listed;
+  for (const std::string& e : possible) listed += (listed.empty() ? "" : ", ") + e;
+  fail(where, ": '", entry, "' is not an evaluation-time entry of this plan (", listed.empty() ? std::string("none: no variant takes a context extension") : listed, ")");
+}
 
 std::vector<std::string> string_list(const json& v, const std::string& file, const std::string& field) {
   PHASOR_CHECK(v.is_array(), "sweep: '", file, "': ", field, " must be a list, got ", shown(v));
@@ -366,7 +451,7 @@ SweepPlan sweep_plan_from_json(const json& j, const std::string& file) {
   p.tasks = string_list(list_of("tasks"), file, "tasks");
   for (const std::string& task : p.tasks)
     PHASOR_CHECK(is_builtin_corpus(task) || p.task_files.contains(task), "sweep: '", file, "': task '", task,
-                 "' is neither a built-in corpus (kjv, code, arith) nor one of task_files");
+                 "' is neither a built-in corpus (kjv, code, arith) or task (", task_names(), ") nor one of task_files");
   const json& variants = list_of("variants");
   for (size_t i = 0; i < variants.size(); ++i) p.variants.push_back(variant_from_json(variants[i], sized, file, "variants[" + std::to_string(i) + "]"));
   const json& efficiency = list_of("efficiency");
@@ -425,18 +510,66 @@ SweepPlan sweep_plan_from_json(const json& j, const std::string& file) {
                p.precision, "'");
   if (j.contains("eval_scalings")) p.eval_scalings = string_list(list_of("eval_scalings"), file, "eval_scalings");
   for (const std::string& method : p.eval_scalings) parse_rope_scaling(method);  // refuses an unknown one
+  if (j.contains("eval_variants")) p.eval_variants = string_list(list_of("eval_variants"), file, "eval_variants");
+  if (j.contains("task_examples")) p.task_examples = integer("task_examples", 1, kMaxTaskExamples);
   PHASOR_CHECK(!p.eval_lengths.empty() && !p.tasks.empty() && !p.variants.empty(),
                "sweep: '", file, "': the plan needs tasks, variants and evaluation lengths");
   PHASOR_CHECK(p.batch <= (int64_t{1} << 31) / p.seq_len(), "sweep: '", file, "': batch ", p.batch, " x eval_lengths[0] ", p.seq_len(),
                " is more than 2^31 tokens per step (as train refuses it)");
   PHASOR_CHECK(p.sizes.empty() || p.efficiency.empty(), "sweep: '", file, "': a plan of several sizes has no efficiency variants");
+  for (const std::string& entry : p.eval_variants) check_eval_variant(p, entry, "sweep: '" + file + "': eval_variants");
   return p;
+}
+
+std::vector<std::string> SweepPlan::scalings_of(const SweepVariant& v) const {
+  std::vector<std::string> methods;
+  for (const std::string& method : eval_scalings)
+    if (takes_scaling(v.position, parse_rope_scaling(method))) methods.push_back(method);
+  for (const std::string& entry : eval_variants) {
+    const auto [name, method] = split_eval_variant(entry);
+    if (name == v.name && std::find(methods.begin(), methods.end(), method) == methods.end()) methods.push_back(method);
+  }
+  return methods;
+}
+
+bool SweepPlan::is_builtin_task(const std::string& task) const { return is_task(task) && !task_files.contains(task); }
+
+// --variants: trained variants by name, evaluation-time entries "rope+yarn".
+static void choose_sweep_variants(SweepPlan& plan, const std::vector<std::string>& variants) {
+  const std::vector<std::string> possible = possible_eval_variants(plan);
+  std::string known;  // the trained ones, then the evaluation-time entries
+  for (const auto* group : {&plan.variants, &plan.efficiency})
+    for (const SweepVariant& v : *group) known += (known.empty() ? "" : ", ") + v.name;
+  for (const std::string& e : possible) known += ", " + e;
+  std::vector<std::string> trained, entries;
+  for (const std::string& name : variants) {
+    const auto named = [&](const SweepVariant& v) { return v.name == name; };
+    const bool entry = std::find(possible.begin(), possible.end(), name) != possible.end();
+    PHASOR_CHECK(entry || std::ranges::any_of(plan.variants, named) || std::ranges::any_of(plan.efficiency, named), "sweep: the preset '",
+                 plan.name, "' has no variant '", name, "' (its variants: ", known, ")");
+    if (entry) entries.push_back(name);
+    trained.push_back(entry ? split_eval_variant(name).first : name);  // an entry's cells are its variant's
+  }
+  const auto unchosen = [&](const SweepVariant& v) { return std::find(trained.begin(), trained.end(), v.name) == trained.end(); };
+  std::erase_if(plan.variants, unchosen);
+  std::erase_if(plan.efficiency, unchosen);
+  PHASOR_CHECK(!plan.variants.empty(), "sweep: --variants chose only efficiency variants; name at least one of the main grid's");
+  if (!entries.empty()) {
+    plan.eval_scalings.clear();  // the entries named replace the preset's blanket extensions
+    plan.eval_variants = entries;
+  } else {
+    std::erase_if(plan.eval_variants, [&](const std::string& e) { return std::find(trained.begin(), trained.end(), split_eval_variant(e).first) == trained.end(); });
+  }
 }
 
 void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, const std::vector<std::string>& files,
                         const std::vector<std::string>& variants) {
   if (!tasks.empty() || !files.empty()) plan.tasks = tasks;
   for (const std::string& file : files) {
+    if (is_task(file) && !fs::exists(file)) {  // --data passkey: the built-in task
+      if (std::find(plan.tasks.begin(), plan.tasks.end(), file) == plan.tasks.end()) plan.tasks.push_back(file);
+      continue;
+    }
     PHASOR_CHECK(fs::is_regular_file(file) || fs::is_directory(file), "sweep: --data '", file, "' is not a file or a folder of them");
     const std::string name = fs::path(file).stem().string();
     PHASOR_CHECK(!name.empty() && std::find(plan.tasks.begin(), plan.tasks.end(), name) == plan.tasks.end() &&
@@ -456,19 +589,7 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
     const auto held_out = static_cast<int64_t>(bytes * TrainOptions{}.val_fraction);  // as split_tokens holds it out
     std::erase_if(plan.eval_lengths, [&](int64_t length) { return length != plan.seq_len() && held_out < length + 1; });
   }
-  if (variants.empty()) return;
-  std::string known;
-  for (const auto* group : {&plan.variants, &plan.efficiency})
-    for (const SweepVariant& v : *group) known += (known.empty() ? "" : ", ") + v.name;
-  for (const std::string& name : variants) {
-    const auto named = [&](const SweepVariant& v) { return v.name == name; };
-    PHASOR_CHECK(std::ranges::any_of(plan.variants, named) || std::ranges::any_of(plan.efficiency, named), "sweep: the preset '", plan.name,
-                 "' has no variant '", name, "' (its variants: ", known, ")");
-  }
-  const auto unchosen = [&](const SweepVariant& v) { return std::find(variants.begin(), variants.end(), v.name) == variants.end(); };
-  std::erase_if(plan.variants, unchosen);
-  std::erase_if(plan.efficiency, unchosen);
-  PHASOR_CHECK(!plan.variants.empty(), "sweep: --variants chose only efficiency variants; name at least one of the main grid's");
+  if (!variants.empty()) choose_sweep_variants(plan, variants);
 }
 
 // The sizes of a plan; one of a single size has one, unnamed, whose width each variant gives.
@@ -612,28 +733,40 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
   const auto eval_start = std::chrono::steady_clock::now();
   const auto model = load_model(latest_checkpoint(run_dir) + "/model.safetensors");  // float32: evaluation is, whatever the training's precision
   if (plan.device == "cuda") model->to(cuda(0));
-  const std::vector<int64_t> validation = ByteTokenizer().encode(read_text_file(run_dir + "/validation.txt"));
+  // One evaluation length: a built-in task's exact-match accuracy on its
+  // evaluation examples (with "loss" its answer's nats per byte), else the
+  // loss over the held-out text's windows.
+  std::vector<int64_t> validation;
+  if (!plan.is_builtin_task(cell.task)) validation = ByteTokenizer().encode(read_text_file(run_dir + "/validation.txt"));
+  const auto measure = [&](int64_t length) -> json {
+    if (plan.is_builtin_task(cell.task)) {
+      TaskEvalOptions o;
+      o.task = parse_task(cell.task);
+      o.length = length;
+      o.examples = plan.task_examples;
+      json j = to_json(evaluate_task(*model, o).score);
+      j["loss"] = j["answer_log_loss"];
+      return j;
+    }
+    const EvalResult r = evaluate(*model, validation, length, std::max<int64_t>(1, plan.eval_tokens / length), std::max<int64_t>(1, 2048 / length));
+    return {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}};
+  };
   json eval = json::object();
   const std::vector<int64_t> lengths = cell.long_context ? plan.eval_lengths : std::vector<int64_t>{plan.seq_len()};
-  for (int64_t length : lengths) {
-    const int64_t windows = std::max<int64_t>(1, plan.eval_tokens / length);
-    const EvalResult r = evaluate(*model, validation, length, windows, std::max<int64_t>(1, 2048 / length));
-    eval[std::to_string(length)] = {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}};
-  }
+  for (int64_t length : lengths) eval[std::to_string(length)] = measure(length);
   // The trained model stretched to each longer length: "512+yarn" (S = 512 / seq_len).
-  const PositionVariant& variant = position_variant(cell.variant.position);
   const PositionScaling trained = model->position_scaling();
-  for (const std::string& method : plan.eval_scalings) {
+  for (const std::string& method : plan.scalings_of(cell.variant)) {
     PositionScaling s;
     s.method = parse_rope_scaling(method);
     s.original_length = plan.seq_len();
-    if (variant.scaling == ScalingSupport::None || (variant.scaling == ScalingSupport::PIOnly && s.method != RopeScaling::PI)) continue;
     for (int64_t length : lengths) {
       if (length <= plan.seq_len()) continue;
       s.factor = static_cast<double>(length) / static_cast<double>(plan.seq_len());
       model->set_position_scaling(s);
-      const EvalResult r = evaluate(*model, validation, length, std::max<int64_t>(1, plan.eval_tokens / length), std::max<int64_t>(1, 2048 / length));
-      eval[std::to_string(length) + "+" + method] = {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}, {"factor", s.factor}};
+      json j = measure(length);
+      j["factor"] = s.factor;
+      eval[std::to_string(length) + "+" + method] = j;
     }
   }
   model->set_position_scaling(trained);

@@ -64,6 +64,15 @@ struct SweepPlan {
   // beside every variant that takes them at each length past the training
   // one, with S = length / seq_len: "rope+yarn" in the report.
   std::vector<std::string> eval_scalings;
+  // Evaluation-time entries named one by one: "rope+yarn" is the trained rope
+  // model evaluated with YaRN at each length past the training one (S = length
+  // / seq_len); its cells are rope's. Each names a variant of `variants` and a
+  // method (pi, ntk, yarn) the variant takes.
+  std::vector<std::string> eval_variants;
+  // Examples per evaluation length of a built-in task (passkey, copy, recall,
+  // flipflop), scored by exact match (app/evaluate.h); passkey's spread over
+  // the depths 0, 25, 50, 75 and 100%.
+  int64_t task_examples = 100;
   std::string precision = "float32";     // of training (float32, bf16); evaluation is float32
   double lr = 3e-3, min_lr = 3e-4;
   int64_t eval_tokens = 0;     // predictions scored per evaluation length (windows = eval_tokens / L)
@@ -75,6 +84,11 @@ struct SweepPlan {
 
   int64_t seq_len() const { return eval_lengths.front(); }
   bool long_context(const std::string& task) const { return long_context_every_task || task == long_context_task; }
+  // The context extensions (pi, ntk, yarn) a variant's cells are evaluated
+  // with: eval_scalings that its position takes, and its eval_variants entries.
+  std::vector<std::string> scalings_of(const SweepVariant& v) const;
+  // Whether a task is a built-in length-generalisation task (not a user's file of that name).
+  bool is_builtin_task(const std::string& task) const;
   // What a task trains on: its file, or the built-in corpus of that name.
   std::string data_of(const std::string& task) const {
     const auto it = task_files.find(task);
@@ -84,7 +98,11 @@ struct SweepPlan {
 
 // The plan with the user's choices: `files` (texts to sweep, each a task named
 // by its stem, in place of the preset's tasks unless `tasks` names some too),
-// `tasks` (a subset of the preset's) and `variants` (a subset of its variant names).
+// `tasks` (a subset of the preset's; or a built-in task, passkey, copy, recall,
+// flipflop, among `files`) and `variants` (a subset of its variant names, and
+// evaluation-time entries "VARIANT+METHOD" such as rope+yarn: naming one keeps
+// only the entries named and trains their variants; naming only trained
+// variants keeps the preset's entries of those variants).
 // The long-context lengths a user's text cannot evaluate (too little held-out
 // text) are left out. Refuses an unknown variant, a missing file and two tasks of one name.
 void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, const std::vector<std::string>& files,
@@ -95,7 +113,10 @@ void choose_sweep_tasks(SweepPlan& plan, const std::vector<std::string>& tasks, 
 // (sized for a GPU), "scale" (three model sizes, 117k to 3.3M parameters, in
 // bf16: a 2-core CPU in at most 6 hours, run in pieces) or "rivals"
 // (ComplexFormer beside its newer rivals at quick's size, every task at 1x, 4x
-// and 16x the training length, with and without PI and YaRN).
+// and 16x the training length, with and without PI and YaRN) or "length" (the
+// four built-in tasks, every position variant trained at 128 and scored by
+// exact match at 1x to 16x that length: a 2-core CPU in at most 6 hours, run
+// in pieces).
 
 SweepPlan sweep_preset(const std::string& name);
 // The parameters of RoPE's model at a size: what the token rule counts (the
@@ -122,10 +143,13 @@ std::string sweep_string(const nlohmann::json& v, const std::string& file, const
 // A cell's result.json, every field the reports read range-checked as above:
 // each eval entry's loss ("128", "512+yarn"; 0 to 1e6 nats), parameters (1 to
 // 2^31), train_seconds (0 to 1e9), tokens_trained (0 to 9.2e18) and
-// exact_match (0 to 1) where present.
+// exact_match (0 to 1) where present; a task's eval entries also accuracy (0
+// to 1) and, for passkey, depths.<d>.accuracy (d 0 to 100).
 struct CellResult {
   std::string path;
   std::map<std::string, double> loss;  // by eval key
+  std::map<std::string, double> accuracy;                 // by eval key, a task's cells only
+  std::map<std::string, std::map<int, double>> depth_accuracy;  // by eval key, then passkey depth
   double parameters = 0, train_seconds = 0;
   std::optional<double> tokens_trained, exact_match;
   double loss_at(const std::string& key) const;  // phasor::Error naming the file if it lacks the key
@@ -165,5 +189,8 @@ void write_sweep_report(const std::string& out_dir);
 // write_sweep_report writes for one: loss per size and variant, the
 // complexformer - rope gap against parameters, its trend, the overhead per step.
 void write_scale_report(const std::string& out_dir);
+// The report of a plan of built-in tasks (the length preset, app/sweep_length_report.cpp):
+// exact-match accuracy against evaluation length per task and variant, and passkey's depth x length maps.
+void write_length_report(const std::string& out_dir);
 
 }  // namespace phasor

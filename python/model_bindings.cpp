@@ -1,6 +1,7 @@
 // The model level: phasor.load(checkpoint) -> Model, and what the CLI does with
 // one: evaluate a text (`phasor eval`), the gradients of one evaluation window
-// (`phasor grad`), generate (`phasor generate`), the Hessian's eigenpairs
+// (`phasor grad`), generate (`phasor generate`), score a task's examples by
+// exact match (`phasor eval --data TASK`), the Hessian's eigenpairs
 // (`phasor curvature`); the same functions of app/,
 // so the numbers and the error messages are the CLI's, except where a message
 // names an argument: then it names Python's (seq_len, not --seq-len).
@@ -13,6 +14,8 @@
 #include "app/evaluate.h"
 #include "app/gradient.h"
 #include "models/data/corpus.h"
+#include "models/data/task_score.h"
+#include "models/data/tasks.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
 #include "python/bindings.h"
@@ -79,6 +82,35 @@ void bind_models(py::module_& m) {
            "loss and perplexity over the spec's evaluation windows of `text`, as `phasor eval --json`: the text itself "
            "(str or bytes, one token per byte), not a path; phasor.load_text(name_or_path) reads a file or a built-in "
            "corpus, and a run folder's validation.txt is the text its training held out")
+      .def("evaluate_task", [](const CausalLM& model, const std::string& task, int64_t seq_len, int64_t examples,
+                               const std::vector<int>& depths, uint64_t seed, int64_t batch) {
+             TaskEvalOptions o;
+             o.task = parse_task(task);
+             o.length = seq_len;
+             o.examples = examples;
+             o.depths = depths;
+             o.seed = seed;
+             o.batch = batch;
+             check_task_length(o.task, seq_len, "Model.evaluate_task: seq_len");  // in Python's words
+             PHASOR_CHECK(examples >= 1 && examples <= 1'000'000, "Model.evaluate_task: examples must be from 1 to 1000000, got ", examples);
+             const TaskEvaluation e = evaluate_task(model, o);
+             nlohmann::json out = to_json(e.score);
+             out["task"] = task, out["seq_len"] = seq_len, out["seed"] = seed;
+             py::dict result = json_to_python(out);
+             py::list each;
+             for (size_t i = 0; i < e.examples.size(); ++i) {
+               py::dict example("prompt"_a = py::bytes(e.examples[i].prompt), "answer"_a = py::bytes(e.examples[i].answer),
+                                "correct"_a = static_cast<bool>(e.score.correct_each[i]));
+               if (e.examples[i].depth >= 0) example["depth"] = e.examples[i].depth;
+               each.append(example);
+             }
+             result["scored"] = each;
+             return result;
+           }, "task"_a, "seq_len"_a, "examples"_a = 100, "depths"_a = std::vector<int>{}, "seed"_a = kTaskEvalSeed, "batch"_a = 0,
+           "exact-match accuracy on `examples` examples of a built-in task (passkey, copy, recall, flipflop) of seq_len bytes, "
+           "as `phasor eval --data TASK --json`: accuracy, wilson_low/high (95%), answer_log_loss (nats per answer byte), "
+           "depths (passkey: spread over `depths`, by default 0, 25, 50, 75, 100) and `scored`, each example's prompt, "
+           "answer (bytes), depth and whether it was right (as --dump-examples writes them)")
       .def("gradients", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t window, bool activations) {
              const WindowGradients g = window_gradients(model, ByteTokenizer().encode(text), seq_len, window, activations,
                                                         {"Model.gradients", "seq_len", "window", "activations"});
@@ -110,8 +142,10 @@ void bind_models(py::module_& m) {
         "(which='largest'), smallest (the negative end, 'smallest') or both (top of each), by Lanczos; top=None forms the "
         "exact Hessian. eigenvalues [K] and eigenvectors [K, n] are float64 tensors; model_or_checkpoint is a Model or a "
         "checkpoint path");
-  m.def("load_text", [](const std::string& name_or_path) { return py::bytes(load_text(name_or_path)); }, "name_or_path"_a,
-        "a text file or a built-in corpus (kjv, code, arith), as --data reads it");
+  m.def("load_text", [](const std::string& name_or_path, int64_t length) { return py::bytes(load_text(name_or_path, length)); },
+        "name_or_path"_a, "length"_a = 0,
+        "a text file, a built-in corpus (kjv, code, arith) or a task's training stream (passkey, copy, recall, flipflop: "
+        "whole examples of `length` bytes, which it then needs), as --data reads it");
 }
 
 }  // namespace phasor::python

@@ -596,3 +596,111 @@ TEST_CASE("a tampered plan.json, result.json or throughput.json: every field ran
   CHECK_NOTHROW(write_sweep_report(out.string()));
   fs::remove_all(out);
 }
+
+TEST_CASE("the length preset: every variant on the four tasks, rope also with PI and YaRN, and its plan reads back") {
+  const SweepPlan p = sweep_preset("length");
+  std::vector<std::string> names;
+  for (const SweepVariant& v : p.variants) names.push_back(v.name);
+  CHECK(names == std::vector<std::string>{"complexformer-rope", "complexformer-paper", "complexformer-seed", "rope", "xpos", "alibi", "pope",
+                                          "carope", "none"});
+  CHECK(p.tasks == std::vector<std::string>{"passkey", "copy", "recall", "flipflop"});
+  CHECK(p.eval_variants == std::vector<std::string>{"rope+pi", "rope+yarn"});
+  CHECK(p.eval_lengths == std::vector<int64_t>{128, 256, 512, 1024, 2048});
+  CHECK(p.seeds == 3);
+  CHECK(sweep_cells(p).size() == 4 * 9 * 3);
+  CHECK(to_json(sweep_plan_from_json(to_json(p))) == to_json(p));
+  CHECK(to_json(p).at("task_examples") == 100);
+  CHECK(!to_json(sweep_preset("quick")).contains("task_examples"));  // earlier plans write what they wrote
+  CHECK(p.scalings_of(p.variants[3]) == std::vector<std::string>{"pi", "yarn"});
+  CHECK(p.scalings_of(p.variants[0]).empty());
+}
+
+TEST_CASE("--variants names evaluation-time entries such as rope+ntk, and the unknown-name error lists them") {
+  SweepPlan p = sweep_preset("length");
+  choose_sweep_tasks(p, {}, {}, {"rope+ntk", "alibi"});
+  REQUIRE(p.variants.size() == 2);
+  CHECK(p.variants[0].name == "rope");  // trained for its entry
+  CHECK(p.variants[1].name == "alibi");
+  CHECK(p.eval_variants == std::vector<std::string>{"rope+ntk"});
+  CHECK(p.scalings_of(p.variants[0]) == std::vector<std::string>{"ntk"});
+  CHECK(to_json(sweep_plan_from_json(to_json(p))) == to_json(p));
+
+  SweepPlan only_rope = sweep_preset("length");
+  choose_sweep_tasks(only_rope, {}, {}, {"rope"});  // the preset's entries of the variants named stay
+  CHECK(only_rope.eval_variants == std::vector<std::string>{"rope+pi", "rope+yarn"});
+  SweepPlan no_rope = sweep_preset("length");
+  choose_sweep_tasks(no_rope, {}, {}, {"alibi"});
+  CHECK(no_rope.eval_variants.empty());
+
+  SweepPlan bad = sweep_preset("length");
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(bad, {}, {}, {"alibi+yarn"}),
+                       doctest::Contains("the preset 'length' has no variant 'alibi+yarn' (its variants: complexformer-rope, "), Error);
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(bad, {}, {}, {"carope+yarn"}), doctest::Contains("carope+pi, none"), Error);  // carope: PI only
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(bad, {}, {}, {"rope+yarn2"}), doctest::Contains("rope+ntk, rope+yarn"), Error);
+
+  // The rivals preset's blanket extensions: naming an entry keeps that entry alone.
+  SweepPlan rivals = sweep_preset("rivals");
+  choose_sweep_tasks(rivals, {}, {}, {"rope+pi"});
+  CHECK(rivals.eval_scalings.empty());
+  CHECK(rivals.eval_variants == std::vector<std::string>{"rope+pi"});
+  SweepPlan rivals_rope = sweep_preset("rivals");
+  choose_sweep_tasks(rivals_rope, {}, {}, {"rope"});
+  CHECK(rivals_rope.eval_scalings == std::vector<std::string>{"pi", "yarn"});  // as before
+
+  // A tampered plan: an entry of a variant it lacks.
+  nlohmann::json j = to_json(sweep_preset("length"));
+  j["eval_variants"] = {"learned+pi"};
+  CHECK_THROWS_WITH_AS(sweep_plan_from_json(j, "plan.json"), doctest::Contains("eval_variants: 'learned+pi' is not an evaluation-time entry"), Error);
+  j = to_json(sweep_preset("length"));
+  j["task_examples"] = 0;
+  CHECK_THROWS_WITH_AS(sweep_plan_from_json(j, "plan.json"), doctest::Contains("task_examples must be an integer from 1 to 1000000, got 0"), Error);
+}
+
+TEST_CASE("a tiny length sweep scores its tasks by exact match and reports accuracy against length and passkey's depth maps") {
+  const fs::path out = fresh_temp_dir("length");
+  SweepPlan p = sweep_preset("length");
+  p.name = "tiny-length";
+  p.tasks = {"passkey", "flipflop"};
+  p.variants = {{"rope", Position::Rope, CmhaInit::Rope, 16, 32}, {"alibi", Position::Alibi, CmhaInit::Rope, 16, 32}};
+  p.eval_variants = {"rope+yarn"};
+  p.eval_lengths = {110, 220};
+  p.seeds = 2;
+  p.n_layers = 1;
+  p.n_heads = 2;
+  p.steps = 3;
+  p.batch = 2;
+  p.warmup = 1;
+  p.task_examples = 10;
+  run_sweep(p, out.string(), PHASOR_CLI_PATH);
+  write_sweep_report(out.string());
+
+  const auto rope = nlohmann::json::parse(read_text_file((out / "cells" / "passkey-rope-s1" / "result.json").string()));
+  CHECK(rope["eval"].size() == 3);  // 110, 220 and 220+yarn
+  CHECK(rope["eval"]["220+yarn"]["factor"] == 2.0);
+  CHECK(rope["eval"]["110"]["examples"] == 10);
+  CHECK(rope["eval"]["110"]["depths"].size() == 5);
+  CHECK(rope["eval"]["110"]["loss"] == rope["eval"]["110"]["answer_log_loss"]);
+  const auto alibi = nlohmann::json::parse(read_text_file((out / "cells" / "flipflop-alibi-s2" / "result.json").string()));
+  CHECK(alibi["eval"].size() == 2);
+  CHECK(!alibi["eval"]["220"].contains("depths"));
+  CHECK(alibi["eval"]["220"]["accuracy"].get<double>() >= 0);
+
+  const std::string report = read_text_file((out / "report.md").string());
+  CHECK(report.find("# Length generalisation report") != std::string::npos);
+  CHECK(count_of(report, "| rope+yarn |") == 2);  // one table per task
+  CHECK(count_of(report, "| alibi |") == 2);
+  CHECK(std::regex_search(report, std::regex(R"(\| rope \| \d\.\d\d ± \d\.\d\d \|)")));
+  CHECK(report.find("missing") == std::string::npos);
+  CHECK(fs::exists(out / "length_passkey.svg"));
+  CHECK(fs::exists(out / "length_flipflop.svg"));
+  const std::string map = read_text_file((out / "passkey_depth_rope_yarn.svg").string());
+  CHECK(count_of(map, "<rect") == 5 * 2 + 1);  // depths x lengths, and the background
+  CHECK(fs::exists(out / "passkey_depth_alibi.svg"));
+
+  // One seed of a cell gone: its points say n=1 and carry no error bar.
+  fs::remove(out / "cells" / "flipflop-rope-s2" / "result.json");
+  write_sweep_report(out.string());
+  const std::string partial = read_text_file((out / "report.md").string());
+  CHECK(partial.find("(n=1)") != std::string::npos);
+  CHECK(partial.find("1 missing") != std::string::npos);
+}

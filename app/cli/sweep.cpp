@@ -22,17 +22,25 @@ class Sweep final : public Command {
     flags.option("--preset", preset_,
                  "quick (a 2-core CPU, under 40 minutes), long (long context to 65,536 positions, 2 cores, about an hour), full (a GPU) "
                  "scale (three model sizes in bf16, 2 cores, at most 6 hours: run it in pieces with --stop-after) or rivals "
-                 "(complexformer beside rope, pope and carope at quick's size, every task at 1x, 4x and 16x the training length, with PI and YaRN)")
-        .one_of({"quick", "long", "full", "scale", "rivals"});
+                 "(complexformer beside rope, pope and carope at quick's size, every task at 1x, 4x and 16x the training length, with PI and YaRN) "
+                 "or length (every variant on the tasks passkey, copy, recall and flipflop, trained at 128 and scored by exact match at 1x to 16x; "
+                 "2 cores, at most 6 hours: run it in pieces)")
+        .one_of({"quick", "long", "full", "scale", "rivals", "length"});
     flags.option("--out", out_, "folder of the sweep; rerunning continues it").required();
     flags.option("--jobs", jobs_, "cells trained at once (default: the preset's)").within(1, 256);
     flags.option("--steps", steps_, "training steps per cell (default: the preset's)").within(int64_t{1}, int64_t{1'000'000'000'000});
     flags.option("--seeds", seeds_, "seeds per cell (default: the preset's)").within(int64_t{1}, int64_t{100});
     flags.option("--eval-tokens", eval_tokens_, "predictions scored per evaluation length (default: the preset's)").within(int64_t{1}, int64_t{1} << 31);
     flags.option("--arith-problems", arith_, "held-out problems for arith exact match (default: the preset's)").within(int64_t{0}, int64_t{100'000});
-    flags.option("--tasks", tasks_, "only these of the preset's tasks (kjv, code, arith)").one_of({"kjv", "code", "arith"});
-    flags.option("--data", files_, "text files (or folders of them) to sweep, each a task named by its stem (instead of the preset's tasks, unless --tasks names some too)");
-    flags.option("--variants", variants_, "only these of the preset's variants, by name (e.g. complexformer-rope rope)");
+    flags.option("--examples", task_examples_, "examples per evaluation length of a built-in task, scored by exact match (default: the preset's, 100)")
+        .within(int64_t{1}, int64_t{1'000'000});
+    flags.option("--tasks", tasks_, "only these of the preset's tasks (kjv, code, arith, passkey, copy, recall, flipflop)")
+        .one_of({"kjv", "code", "arith", "passkey", "copy", "recall", "flipflop"});
+    flags.option("--data", files_, "text files (or folders of them) to sweep, each a task named by its stem, or built-in tasks (passkey, copy, "
+                                   "recall, flipflop) (instead of the preset's tasks, unless --tasks names some too)");
+    flags.option("--variants", variants_, "only these of the preset's variants, by name (e.g. complexformer-rope rope), and evaluation-time "
+                                          "entries VARIANT+METHOD (rope+pi, rope+ntk, rope+yarn: the trained variant evaluated with that "
+                                          "context extension, S = length / training length)");
     flags.option("--throughput-rounds", rounds_, "rounds of the throughput measurement (default: the preset's)").within(int64_t{0}, int64_t{100});
     flags.option("--device", device_, "cpu or cuda (default: the preset's)").one_of({"cpu", "cuda"});
     flags.option("--stop-after", stop_after_, "start no cell after this many minutes (running ones finish; 0: only write the plan); rerun to continue").finite_within(0, 1e6);
@@ -53,6 +61,7 @@ class Sweep final : public Command {
       if (seeds_ > 0) plan.seeds = seeds_;
       if (eval_tokens_ > 0) plan.eval_tokens = eval_tokens_;
       if (arith_ >= 0) plan.arith_problems = arith_;
+      if (task_examples_ > 0) plan.task_examples = task_examples_;
       if (rounds_ >= 0) plan.throughput_rounds = rounds_;
       choose_sweep_tasks(plan, tasks_, files_, variants_);
       if (!device_.empty()) plan.device = device_;
@@ -65,7 +74,7 @@ class Sweep final : public Command {
 
  private:
   std::string preset_ = "quick", out_, cell_, device_;
-  int64_t steps_ = 0, seeds_ = 0, eval_tokens_ = 0, arith_ = -1, rounds_ = -1;
+  int64_t steps_ = 0, seeds_ = 0, eval_tokens_ = 0, arith_ = -1, rounds_ = -1, task_examples_ = 0;
   std::vector<std::string> tasks_, files_, variants_;
   int jobs_ = 0;
   double stop_after_ = -1;  // no limit

@@ -111,3 +111,30 @@ def test_curvature_equals_phasor_curvature_at_both_ends(run_cli, checkpoint, tex
     np.testing.assert_allclose(values[2:], spectrum[::-1][:2], rtol=0, atol=1e-7 * scale)
     with pytest.raises(ValueError, match="which must be 'largest', 'smallest' or 'both', got 'middle'"):
         phasor.curvature(str(checkpoint), text, 16, which="middle")
+
+
+def test_evaluate_task_equals_phasor_eval(run_cli, checkpoint, tmp_path):
+    """Model.evaluate_task scores the same examples as `phasor eval --data TASK`,
+    and its `scored` list holds what --dump-examples writes."""
+    dump = tmp_path / "examples.jsonl"
+    status, out, err = run_cli("eval", "--checkpoint", checkpoint, "--data", "passkey", "--seq-len", 120, "--examples", 10,
+                               "--depths", "0,100", "--json", "--dump-examples", dump)
+    assert status == 0, err
+    want = json.loads(out)
+    got = phasor.load(str(checkpoint)).evaluate_task("passkey", seq_len=120, examples=10, depths=[0, 100])
+    for key in ("examples", "correct", "accuracy", "wilson_low", "wilson_high", "seq_len", "seed", "task"):
+        assert got[key] == want[key], key
+    assert got["answer_log_loss"] == pytest.approx(want["answer_log_loss"], rel=1e-6)
+    assert sorted(got["depths"]) == ["0", "100"] and got["depths"]["0"]["examples"] == 5
+    dumped = [json.loads(line) for line in dump.read_text().splitlines()]
+    assert [d["prompt"].encode("latin-1") for d in dumped] == [e["prompt"] for e in got["scored"]]
+    assert [d["answer"] for d in dumped] == [e["answer"].decode() for e in got["scored"]]
+    assert [d["depth"] for d in dumped] == [0, 100] * 5
+    assert all(len(e["prompt"]) + len(e["answer"]) == 120 for e in got["scored"])
+
+
+def test_evaluate_task_refuses_a_length_it_cannot_fill(checkpoint):
+    with pytest.raises(phasor.Error) as e:
+        phasor.load(str(checkpoint)).evaluate_task("copy", seq_len=3)
+    assert str(e.value) == "Model.evaluate_task: seq_len 3: a copy example needs from 4 to 1048576 bytes"
+    assert len(phasor.load_text("recall", length=70)) % 70 == 0
