@@ -97,7 +97,7 @@ struct MinOp {
 // the same T and Op share s: a barrier must separate them.
 template <class T, class Op>
 __device__ T block_reduce(T v, Op op, T identity) {
-  __shared__ __align__(16) unsigned char raw[32 * sizeof(cplx<double>)];
+  PHASOR_SHARED(unsigned char, raw, 32 * sizeof(cplx<double>));
   T* s = reinterpret_cast<T*>(raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   for (int o = 16; o > 0; o >>= 1) v = op(v, shfl_down(v, o));

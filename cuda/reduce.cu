@@ -89,7 +89,7 @@ __device__ inline Best<T> shfl_best(Best<T> v, int o) {
 
 template <class T>
 __global__ void extreme_kernel(const T* x, T* values, int64_t* indices, int64_t n, bool want_max) {
-  __shared__ __align__(16) unsigned char raw[32 * sizeof(Best<double>)];
+  PHASOR_SHARED(unsigned char, raw, 32 * sizeof(Best<double>));
   Best<T>* s = reinterpret_cast<Best<T>*>(raw);
   const int64_t row = blockIdx.x;
   const T* r = x + row * n;
@@ -214,7 +214,7 @@ __global__ void chunk_histogram_kernel(const int64_t* targets, int64_t count, in
 }
 // One block: start[i] = sum of counts[0 .. i), start[total] the sum of all; counts is zeroed (the placement's cursors).
 __global__ void exclusive_scan_kernel(int64_t* counts, int64_t total, int64_t* start) {
-  __shared__ int64_t partial[1024];
+  PHASOR_SHARED(int64_t, partial, 1024);
   const int64_t span = (total + blockDim.x - 1) / blockDim.x;
   const int64_t begin = threadIdx.x * span, end = begin + span < total ? begin + span : total;
   int64_t sum = 0;

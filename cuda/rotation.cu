@@ -110,7 +110,7 @@ struct SlotPhase {
 // whole block; `first` is the block's first slot. Every thread calls it.
 template <class R>
 __device__ const SlotPhase<R>* block_phases(const CmhaParamsDev<R>& a, const VectorRows<cplx<R>>& rows, int& first) {
-  __shared__ SlotPhase<R> phases[kCmhaX * VectorRows<cplx<R>>::kWidth];
+  PHASOR_SHARED(SlotPhase<R>, phases, kCmhaX * VectorRows<cplx<R>>::kWidth);
   const int g0 = static_cast<int>(blockIdx.x * blockDim.x), g1 = g0 + static_cast<int>(blockDim.x);
   first = rows.first(g0);
   const int count = (g1 < rows.groups() ? rows.first(g1) : rows.count) - first;

@@ -23,13 +23,15 @@ using phasor::sim::Traffic;
 
 namespace {
 
-// Test kernels: n floats copied one at a time, or four at a time (16 bytes) from `in`.
+// Test kernels: n floats copied one at a time, or four at a time (16 bytes)
+// from `in`, each block to its own n floats of `out` (blocks writing the same
+// bytes would be a race the simulator reports).
 __global__ void copy_floats_kernel(const float* in, float* out, int n) {
   for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) gpu::store_global(out + i, gpu::load_global(in + i));
 }
 __global__ void copy_vectors_kernel(const float* in, float* out, int n) {
   for (int i = 4 * static_cast<int>(threadIdx.x); i + 4 <= n; i += 4 * static_cast<int>(blockDim.x))
-    gpu::store_global_vec(out + i, gpu::load_global_vec<4>(in + i));
+    gpu::store_global_vec(out + blockIdx.x * n + i, gpu::load_global_vec<4>(in + i));
 }
 
 struct DeviceFloats {
@@ -103,7 +105,7 @@ void check_access_width(const std::string& kernel, const Dims& shape, DType dt) 
 
 TEST_CASE("sim traffic: every counted access once, under whichever schedules a launch runs") {
   const int n = 1000;
-  DeviceFloats in(n), out(n);
+  DeviceFloats in(n), out(2 * n);
   Traffic t = launched_by([&] { PHASOR_LAUNCH(1, 64, 0, nullptr, copy_floats_kernel)(in.p, out.p, n); });
   CHECK(t.launches == 1);
   CHECK(t.bytes_read == n * 4);

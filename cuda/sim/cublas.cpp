@@ -1,10 +1,15 @@
 // cuBLAS of the CUDA simulator: the GEMM forms of cuda/gemm.cpp with cuBLAS's
 // column-major semantics and argument checks, queued on the handle's stream
 // and run on the CPU BLAS (OpenBLAS's cblas) when the stream reaches them.
+// When it runs, each product's operands must lie in live device memory, as a
+// GPU's cuBLAS faults on a host pointer or a matrix past its allocation's end:
+// the product is then not computed and the next synchronisation fails.
 #include <cblas.h>
 
 #include <algorithm>
 #include <complex>
+#include <cstdio>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -66,27 +71,73 @@ bool valid(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, 
   return lda >= std::max(1, rows_a) && ldb >= std::max(1, rows_b) && ldc >= std::max(1, m);
 }
 
+// The elements a column-major matrix of `rows` x `cols` with leading dimension ld spans.
+size_t span(int rows, int cols, int ld) { return rows == 0 || cols == 0 ? 0 : static_cast<size_t>(ld) * (cols - 1) + rows; }
+
+// The bytes of one product's A, B and C (`element` bytes each).
+struct Spans {
+  size_t a, b, c;
+};
+Spans spans(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc, size_t element) {
+  const bool na = ta == CUBLAS_OP_N, nb = tb == CUBLAS_OP_N;
+  return {span(na ? m : k, na ? k : m, lda) * element, span(nb ? k : n, nb ? n : k, ldb) * element, span(m, n, ldc) * element};
+}
+
+struct Operand {
+  const char* name;
+  const void* p;
+  size_t bytes;
+};
+// Whether every operand lies in live device memory; if not, records the
+// fault, naming `call`, the operand and the product (`index` of the batch).
+bool in_device(const char* call, int index, std::initializer_list<Operand> operands) {
+  for (const Operand& o : operands)
+    if (o.bytes != 0 && !in_device_memory(o.p, o.bytes)) {
+      char buf[240];
+      std::snprintf(buf, sizeof buf, "%s: %s of product %d (%zu bytes at %p) is not in live device memory: a host pointer, a freed allocation, or past an allocation's end",
+                    call, o.name, index, o.bytes, o.p);
+      record_failure(buf);
+      return false;
+    }
+  return true;
+}
+
+// Whether the three arrays of `count` pointers lie in live device memory.
+bool pointer_arrays_in_device(const char* call, const void* a, const void* b, const void* c, int count) {
+  const size_t bytes = static_cast<size_t>(count) * sizeof(void*);
+  return in_device(call, 0, {{"the array of A pointers", a, bytes}, {"the array of B pointers", b, bytes}, {"the array of C pointers", c, bytes}});
+}
+
 template <class T>
-cublasStatus_t gemm_batched_pointers(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
-                                     const T* const* a, int lda, const T* const* b, int ldb, const T* beta, T* const* c, int ldc,
-                                     int count) {
+cublasStatus_t gemm_batched_pointers(const char* call, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                     const T* alpha, const T* const* a, int lda, const T* const* b, int ldb, const T* beta, T* const* c,
+                                     int ldc, int count) {
   if (!valid(h, ta, tb, m, n, k, lda, ldb, ldc) || count < 0) return CUBLAS_STATUS_INVALID_VALUE;
   const T al = *alpha, be = *beta;  // host scalars are read at the call
+  const Spans s = spans(ta, tb, m, n, k, lda, ldb, ldc, sizeof(T));
   // The pointer arrays live in device memory: read when the stream gets there.
   enqueue(h->stream, [=] {
-    for (int i = 0; i < count; ++i) gemm1<T>(trans(ta), trans(tb), m, n, k, al, a[i], lda, b[i], ldb, be, c[i], ldc);
+    if (!pointer_arrays_in_device(call, a, b, c, count)) return;
+    for (int i = 0; i < count; ++i) {
+      if (!in_device(call, i, {{"A", a[i], s.a}, {"B", b[i], s.b}, {"C", c[i], s.c}})) return;
+      gemm1<T>(trans(ta), trans(tb), m, n, k, al, a[i], lda, b[i], ldb, be, c[i], ldc);
+    }
   });
   return CUBLAS_STATUS_SUCCESS;
 }
 
 template <class T>
-cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* a,
-                            int lda, long long sa, const T* b, int ldb, long long sb, const T* beta, T* c, int ldc, long long sc,
-                            int count) {
+cublasStatus_t gemm_strided(const char* call, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const T* alpha, const T* a, int lda, long long sa, const T* b, int ldb, long long sb, const T* beta, T* c,
+                            int ldc, long long sc, int count) {
   if (!valid(h, ta, tb, m, n, k, lda, ldb, ldc) || count < 0) return CUBLAS_STATUS_INVALID_VALUE;
   const T al = *alpha, be = *beta;
+  const Spans s = spans(ta, tb, m, n, k, lda, ldb, ldc, sizeof(T));
   enqueue(h->stream, [=] {
-    for (int i = 0; i < count; ++i) gemm1<T>(trans(ta), trans(tb), m, n, k, al, a + i * sa, lda, b + i * sb, ldb, be, c + i * sc, ldc);
+    for (int i = 0; i < count; ++i) {
+      if (!in_device(call, i, {{"A", a + i * sa, s.a}, {"B", b + i * sb, s.b}, {"C", c + i * sc, s.c}})) return;
+      gemm1<T>(trans(ta), trans(tb), m, n, k, al, a + i * sa, lda, b + i * sb, ldb, be, c + i * sc, ldc);
+    }
   });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -96,9 +147,6 @@ cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperat
 // multiplied by the CPU's sgemm, and a bfloat16 result rounded to nearest even.
 
 bool supported(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
-
-// The elements a column-major matrix of `rows` x `cols` with leading dimension ld spans.
-size_t span(int rows, int cols, int ld) { return rows == 0 || cols == 0 ? 0 : static_cast<size_t>(ld) * (cols - 1) + rows; }
 
 std::vector<float> widened(const void* p, cudaDataType type, size_t n) {
   std::vector<float> out(n);
@@ -142,9 +190,14 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
   auto* pc = static_cast<char*>(c);
   const long long ea = static_cast<long long>(element_size(at)), eb = static_cast<long long>(element_size(bt)),
                   ec = static_cast<long long>(element_size(ct));
+  const Spans s = spans(ta, tb, m, n, k, lda, ldb, ldc, 1);  // elements: each operand has its own size
   enqueue(h->stream, [=] {
-    for (int i = 0; i < count; ++i)
-      gemm_ex1(ta, tb, m, n, k, al, pa + i * sa * ea, at, lda, pb + i * sb * eb, bt, ldb, be, pc + i * sc * ec, ct, ldc);
+    for (int i = 0; i < count; ++i) {
+      const char *ai = pa + i * sa * ea, *bi = pb + i * sb * eb;
+      char* ci = pc + i * sc * ec;
+      if (!in_device("cublasGemmStridedBatchedEx", i, {{"A", ai, s.a * ea}, {"B", bi, s.b * eb}, {"C", ci, s.c * ec}})) return;
+      gemm_ex1(ta, tb, m, n, k, al, ai, at, lda, bi, bt, ldb, be, ci, ct, ldc);
+    }
   });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -163,9 +216,15 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta, cubla
       !supported(ct) || at != bt)
     return CUBLAS_STATUS_INVALID_VALUE;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  const Spans s = spans(ta, tb, m, n, k, lda, ldb, ldc, 1);
   // The pointer arrays live in device memory: read when the stream gets there.
   enqueue(h->stream, [=] {
-    for (int i = 0; i < count; ++i) gemm_ex1(ta, tb, m, n, k, al, a[i], at, lda, b[i], bt, ldb, be, c[i], ct, ldc);
+    if (!pointer_arrays_in_device("cublasGemmBatchedEx", a, b, c, count)) return;
+    for (int i = 0; i < count; ++i) {
+      if (!in_device("cublasGemmBatchedEx", i, {{"A", a[i], s.a * element_size(at)}, {"B", b[i], s.b * element_size(bt)}, {"C", c[i], s.c * element_size(ct)}}))
+        return;
+      gemm_ex1(ta, tb, m, n, k, al, a[i], at, lda, b[i], bt, ldb, be, c[i], ct, ldc);
+    }
   });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -173,17 +232,17 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta, cubla
 #define PHASOR_SIM_GEMM(P, T)                                                                                                        \
   cublasStatus_t cublas##P##gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, \
                                  const T* a, int lda, const T* b, int ldb, const T* beta, T* c, int ldc) {                          \
-    return gemm_strided<T>(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);                                    \
+    return gemm_strided<T>(__func__, h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);                          \
   }                                                                                                                                  \
   cublasStatus_t cublas##P##gemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,   \
                                                const T* alpha, const T* a, int lda, long long sa, const T* b, int ldb, long long sb,\
                                                const T* beta, T* c, int ldc, long long sc, int count) {                             \
-    return gemm_strided<T>(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);                             \
+    return gemm_strided<T>(__func__, h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);                   \
   }                                                                                                                                  \
   cublasStatus_t cublas##P##gemmBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,          \
                                         const T* alpha, const T* const a[], int lda, const T* const b[], int ldb, const T* beta,    \
                                         T* const c[], int ldc, int count) {                                                         \
-    return gemm_batched_pointers<T>(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, count);                                \
+    return gemm_batched_pointers<T>(__func__, h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, count);                      \
   }
 PHASOR_SIM_GEMM(S, float)
 PHASOR_SIM_GEMM(D, double)

@@ -7,12 +7,24 @@
 // shuffle keeps all warps in lockstep at each shuffle, threads in a random order.
 // Unless PHASOR_SIM_SCHEDULES=0, every launch runs under all three from the
 // same memory and the results are compared bit for bit: a missing barrier or
-// a warp-synchronous assumption shows as a difference naming the kernel.
+// a warp-synchronous assumption shows as a difference naming the kernel. The
+// reversed and shuffled schedules also run the blocks in another order
+// (reversed, seeded shuffle; PHASOR_SIM_BLOCK_ORDER=0 keeps them in order),
+// so blocks that depend on each other's writes show the same way.
+//
+// What a GPU faults on ends the thread that does it (end_thread) and is
+// reported: a counted global access outside live device memory or off its
+// alignment, a read or write past the launch's dynamic shared memory (a
+// SIGSEGV on the guard page after it, caught here), a pointer parameter that
+// points into no live device memory.
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -20,6 +32,8 @@
 
 #include "device.h"
 #include "internal.h"
+#include "races.h"
+#include "shared_memory.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PHASOR_SIM_ASAN 1
@@ -96,8 +110,18 @@ struct Fiber {
   unsigned mask = 0;
   uint64_t seq = 0;  // shuffles done
   int lane = 0, warp = 0;
+  const char* barrier_file = nullptr;  // the __syncthreads() it waits at
+  int barrier_line = 0;
   char* stack = nullptr;
   void* fake_stack = nullptr;
+};
+
+// What every block of a launch shares: the device memory its arguments point
+// into (where a counted access is looked up first), and, on the first
+// schedule, the counted accesses of its blocks (cuda/sim/races.h).
+struct LaunchContext {
+  std::vector<Region> regions;
+  bool record_accesses = false;
 };
 
 // The state of the OS thread that runs blocks.
@@ -107,9 +131,13 @@ struct Worker {
   char* stacks = nullptr;
   size_t stacks_count = 0;
   SimBlock block;
-  std::vector<unsigned char> shared;
+  BlockSharedMemory shared;
   std::vector<uint64_t> slots;  // shuffle values: [warp][seq & 1][lane]
   Fiber* current = nullptr;
+  bool in_fiber = false;  // a fiber runs (not the scheduler): a fault is the fiber's
+  const LaunchContext* launch = nullptr;
+  int64_t block_index = 0;               // linear, in the grid
+  std::vector<GlobalAccess> block_accesses;  // the block's counted accesses, when the launch records them
   void (*body)(const void*) = nullptr;
   const void* args = nullptr;
   std::string error;
@@ -147,7 +175,9 @@ void enter(Worker& w, Fiber& f) {
 #ifdef PHASOR_SIM_ASAN
   __sanitizer_start_switch_fiber(&w.main_fake, f.stack, kStack);
 #endif
+  w.in_fiber = true;
   phasor_sim_switch(&w.main_sp, f.sp);
+  w.in_fiber = false;
 #ifdef PHASOR_SIM_ASAN
   __sanitizer_finish_switch_fiber(w.main_fake, nullptr, nullptr);
 #endif
@@ -192,6 +222,45 @@ std::string where(const Fiber& f) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "thread (%u, %u, %u)", f.thread.idx.x, f.thread.idx.y, f.thread.idx.z);
   return buf;
+}
+
+// A fault, as the hardware has one: the thread that makes it goes no further
+// (it never resumes), and its block's run reports `what`. (A C string: an
+// object of the caller's frame would never be destroyed.)
+[[noreturn]] void end_thread(Worker& w, Fiber& f, const char* what) {
+  w.fail(what);
+  f.state = State::Done;
+  leave(w, f);
+  __builtin_unreachable();
+}
+
+const char* base_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+// Releases the barrier, which every live thread has reached, if they all wait
+// at the same __syncthreads(); reports the first two that do not.
+bool release_barrier(Worker& w, int n) {
+  const Fiber* first = nullptr;
+  for (int i = 0; i < n; ++i) {
+    const Fiber& f = w.fibers[i];
+    if (f.state != State::Barrier) continue;
+    if (!first) {
+      first = &f;
+    } else if (f.barrier_line != first->barrier_line || std::strcmp(f.barrier_file, first->barrier_file) != 0) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    "%s waits at the __syncthreads() of %s:%d while %s waits at the one of %s:%d: all of a block's threads must reach the same barrier",
+                    where(*first).c_str(), base_name(first->barrier_file), first->barrier_line, where(f).c_str(), base_name(f.barrier_file),
+                    f.barrier_line);
+      w.fail(buf);
+      return false;
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    if (w.fibers[i].state == State::Barrier) w.fibers[i].state = State::Ready;
+  return true;
 }
 
 // Releases the warp of threads [base, base + lanes) if its lanes wait at a
@@ -260,8 +329,7 @@ void run_block(Worker& w, const LaunchConfig& c, uint3 block, Schedule schedule,
   w.reserve(static_cast<size_t>(n));
   if (w.fibers.size() < static_cast<size_t>(n)) w.fibers.resize(static_cast<size_t>(n));
   w.slots.assign(static_cast<size_t>((n + 31) / 32) * 64, 0);
-  w.shared.assign(c.shared, poison_enabled() ? kPoison : 0);
-  w.block = SimBlock{block, c.block, c.grid, w.shared.data()};
+  w.block = SimBlock{block, c.block, c.grid, w.shared.start_block(c.shared)};
   current_block = &w.block;
   for (int i = 0; i < n; ++i) {
     Fiber& f = w.fibers[i];
@@ -296,8 +364,7 @@ void run_block(Worker& w, const LaunchConfig& c, uint3 block, Schedule schedule,
     }
     if (live == 0) return;
     if (waiting == live) {  // exited threads count as arrived, as on the hardware
-      for (int i = 0; i < n; ++i)
-        if (w.fibers[i].state == State::Barrier) w.fibers[i].state = State::Ready;
+      if (!release_barrier(w, n)) return;
       continue;
     }
     char buf[160];
@@ -307,33 +374,69 @@ void run_block(Worker& w, const LaunchConfig& c, uint3 block, Schedule schedule,
   }
 }
 
-// What a grid's run under one schedule gave: "" or the first fault, and the
-// global bytes its blocks read and wrote.
+uint3 block_at(const LaunchConfig& c, int64_t b) {
+  const int64_t gx = c.grid.x, gy = c.grid.y;
+  return uint3{static_cast<unsigned>(b % gx), static_cast<unsigned>((b / gx) % gy), static_cast<unsigned>(b / (gx * gy))};
+}
+std::string block_name(const LaunchConfig& c, int64_t b) {
+  const uint3 i = block_at(c, b);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "(%u, %u, %u)", i.x, i.y, i.z);
+  return buf;
+}
+
+// The order in which a schedule starts the blocks of a grid of `total`:
+// in order, or (unless PHASOR_SIM_BLOCK_ORDER=0) reversed and shuffled.
+std::vector<int64_t> block_order(Schedule schedule, int64_t total, uint64_t seed) {
+  static const bool permute = check_enabled("PHASOR_SIM_BLOCK_ORDER");
+  std::vector<int64_t> order(static_cast<size_t>(total));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (!permute || schedule == Schedule::InOrder) return order;
+  if (schedule == Schedule::Reversed) std::reverse(order.begin(), order.end());
+  else std::shuffle(order.begin(), order.end(), std::mt19937_64(seed ^ 0xB10C0DE5ull));
+  return order;
+}
+
+// What a grid's run under one schedule gave: "" or the first fault, the
+// global bytes its blocks read and wrote, and (if recorded) their accesses.
 struct GridRun {
   std::string error;
   int64_t bytes_read = 0, bytes_written = 0, accesses = 0;
+  std::vector<GlobalAccess> recorded;
 };
-GridRun run_grid(const LaunchConfig& c, void (*body)(const void*), const void* args, Schedule schedule, uint64_t seed) {
-  const int64_t gx = c.grid.x, gy = c.grid.y, total = gx * gy * static_cast<int64_t>(c.grid.z);
+GridRun run_grid(const LaunchConfig& c, void (*body)(const void*), const void* args, const LaunchContext& launch, Schedule schedule,
+                 uint64_t seed) {
+  const int64_t total = static_cast<int64_t>(c.grid.x) * c.grid.y * static_cast<int64_t>(c.grid.z);
+  const std::vector<int64_t> order = block_order(schedule, total, seed);
   std::mutex m;
   std::string first;
+  std::vector<GlobalAccess> recorded;
   std::atomic<bool> failed{false};
   std::atomic<int64_t> bytes_read{0}, bytes_written{0}, accesses{0};
 #pragma omp parallel for schedule(dynamic, 1) if (total > 1)
-  for (int64_t b = 0; b < total; ++b) {
+  for (int64_t k = 0; k < total; ++k) {
     if (failed.load(std::memory_order_relaxed)) continue;
     Worker& w = this_worker();
     w.body = body;
     w.args = args;
+    w.launch = &launch;
     w.error.clear();
     w.bytes_read = w.bytes_written = w.accesses = 0;
-    const uint3 block{static_cast<unsigned>(b % gx), static_cast<unsigned>((b / gx) % gy), static_cast<unsigned>(b / (gx * gy))};
+    w.block_accesses.clear();
+    const int64_t b = order[static_cast<size_t>(k)];
+    w.block_index = b;
+    const uint3 block = block_at(c, b);
     run_block(w, c, block, schedule, seed);
+    if (w.error.empty()) w.error = w.shared.finish_block();
     bytes_read.fetch_add(w.bytes_read, std::memory_order_relaxed);
     bytes_written.fetch_add(w.bytes_written, std::memory_order_relaxed);
     accesses.fetch_add(w.accesses, std::memory_order_relaxed);
     current_block = nullptr;
     current_thread = nullptr;
+    if (launch.record_accesses && !w.block_accesses.empty()) {
+      std::lock_guard<std::mutex> g(m);
+      recorded.insert(recorded.end(), w.block_accesses.begin(), w.block_accesses.end());
+    }
     if (!w.error.empty()) {
       std::lock_guard<std::mutex> g(m);
       if (first.empty()) {
@@ -344,7 +447,7 @@ GridRun run_grid(const LaunchConfig& c, void (*body)(const void*), const void* a
       failed = true;
     }
   }
-  return {first, bytes_read.load(), bytes_written.load(), accesses.load()};
+  return {first, bytes_read.load(), bytes_written.load(), accesses.load(), std::move(recorded)};
 }
 
 // The device allocations a launch can reach: those its argument bytes point into.
@@ -371,28 +474,89 @@ void put(const std::vector<Region>& rs, const Snapshot& s) {
   for (size_t i = 0; i < rs.size(); ++i) std::memcpy(rs[i].base, s[i].data(), rs[i].size);
 }
 
-void execute(const LaunchConfig& c, void (*body)(const void*), const void* bound, const void* args, size_t args_bytes, uint64_t seed) {
+// "" or the first pointer parameter that is not null and points into no live
+// device memory (a host pointer, a freed block, past an allocation's end):
+// the hardware would fault on its first access.
+std::string check_pointer_args(const std::vector<PointerArg>& pointers) {
+  for (const PointerArg& a : pointers)
+    if (a.value && !in_device_memory(a.value, 0)) {
+      char buf[240];
+      std::snprintf(buf, sizeof buf,
+                    "its argument %d (%p) points into no live device memory: a host pointer, a freed allocation, or past an allocation's end",
+                    a.index, a.value);
+      return buf;
+    }
+  return "";
+}
+
+// The SIGSEGV of a read or write past a block's dynamic shared memory (its
+// guard page) ends the thread and is reported; any other goes on to the
+// handler that was there before.
+struct sigaction previous_segv;
+void on_segv(int sig, siginfo_t* info, void* context) {
+  Worker* w = worker;
+  size_t beyond = 0;
+  if (w && w->in_fiber && w->shared.past_dynamic(info->si_addr, beyond)) {
+    const bool write = (static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & 2) != 0;  // the page fault's W bit
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s %s dynamic shared memory %zu bytes past the launch's %zu", where(*w->current).c_str(),
+                  write ? "writes" : "reads", beyond, w->shared.dynamic_bytes());
+    end_thread(*w, *w->current, buf);
+  }
+  if (previous_segv.sa_flags & SA_SIGINFO) {
+    previous_segv.sa_sigaction(sig, info, context);
+  } else if (previous_segv.sa_handler == SIG_DFL || previous_segv.sa_handler == SIG_IGN) {
+    signal(SIGSEGV, SIG_DFL);  // the access repeats and ends the process, as it would have
+  } else {
+    previous_segv.sa_handler(sig);
+  }
+}
+// Installs on_segv unless it is the handler now (a test framework may have
+// replaced it since the last launch). Runs where the runtime's lock is held.
+void install_segv_handler() {
+  struct sigaction now;
+  if (sigaction(SIGSEGV, nullptr, &now) != 0) return;
+  if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_segv) return;
+  struct sigaction mine;
+  std::memset(&mine, 0, sizeof mine);
+  mine.sa_sigaction = on_segv;
+  mine.sa_flags = SA_SIGINFO | SA_NODEFER;  // never returned from when it ends a thread: SIGSEGV must stay unblocked
+  sigemptyset(&mine.sa_mask);
+  if (sigaction(SIGSEGV, &mine, &previous_segv) != 0) return;
+}
+
+void execute(const LaunchConfig& c, void (*body)(const void*), const void* bound, const void* args, size_t args_bytes,
+             const std::vector<PointerArg>& pointers, uint64_t seed) {
   static const bool schedules = check_enabled("PHASOR_SIM_SCHEDULES");
-  const std::vector<Region> regions = schedules ? reachable(args, args_bytes) : std::vector<Region>{};
-  const Snapshot before = regions.empty() ? Snapshot{} : take(regions);
-  const GridRun first = run_grid(c, body, bound, Schedule::InOrder, seed);
+  std::string error = check_pointer_args(pointers);
+  if (!error.empty()) {
+    record_failure(std::string(c.name) + ": " + error);
+    return;
+  }
+  install_segv_handler();
+  LaunchContext launch{reachable(args, args_bytes), /*record_accesses=*/true};
+  const std::vector<Region>& regions = launch.regions;
+  const Snapshot before = schedules && !regions.empty() ? take(regions) : Snapshot{};
+  GridRun first = run_grid(c, body, bound, launch, Schedule::InOrder, seed);
   record_traffic(c.name, first.bytes_read, first.bytes_written, first.accesses);  // once, not once per schedule
-  std::string error = first.error;
-  if (!regions.empty()) {
+  error = first.error;
+  if (error.empty()) error = first_race(first.recorded, [&c](int64_t b) { return block_name(c, b); });
+  launch.record_accesses = false;
+  if (schedules && !regions.empty()) {
     const Snapshot reference = error.empty() ? take(regions) : Snapshot{};
     for (Schedule s : {Schedule::Reversed, Schedule::Shuffled}) {
       if (!error.empty()) break;
       put(regions, before);
-      error = run_grid(c, body, bound, s, seed).error;
+      error = run_grid(c, body, bound, launch, s, seed).error;
       if (!error.empty()) break;
       for (size_t i = 0; i < regions.size() && error.empty(); ++i) {
         const char* now = regions[i].base;
         const auto diff = std::mismatch(reference[i].begin(), reference[i].end(), now).first - reference[i].begin();
         if (static_cast<size_t>(diff) != regions[i].size) {
-          char buf[240];
+          char buf[320];
           std::snprintf(buf, sizeof buf,
-                        "its results differ between the in-order and the %s schedule of its threads (byte %zu of a %zu-byte allocation): "
-                        "a missing __syncthreads() or a warp-synchronous assumption",
+                        "its results differ between the in-order and the %s schedule of its threads and blocks (byte %zu of a %zu-byte allocation): "
+                        "a missing __syncthreads(), a warp-synchronous assumption, or blocks that depend on each other's writes",
                         name(s), static_cast<size_t>(diff), regions[i].size);
           error = buf;
         }
@@ -404,26 +568,47 @@ void execute(const LaunchConfig& c, void (*body)(const void*), const void* bound
 
 }  // namespace
 
-void syncthreads() {
+void syncthreads(const char* file, int line) {
   Worker& w = *worker;
   Fiber& f = *w.current;
   f.state = State::Barrier;
+  f.barrier_file = file;
+  f.barrier_line = line;
   leave(w, f);
+}
+
+void* static_shared(const void* site, size_t bytes) {
+  Worker& w = *worker;
+  void* p = w.shared.static_array(site, bytes);
+  if (!p) end_thread(w, *w.current, "its static shared arrays take over the 48 KiB a kernel may declare");
+  return p;
 }
 
 void global_access(const void* p, size_t bytes, bool write) {
   Worker& w = *worker;
+  Fiber& f = *w.current;
   (write ? w.bytes_written : w.bytes_read) += static_cast<int64_t>(bytes);
   ++w.accesses;
+  char buf[240];
   if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {  // the hardware's "misaligned address"
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s makes a misaligned %zu-byte %s of global memory at %p", where(*w.current).c_str(), bytes,
+    std::snprintf(buf, sizeof buf, "%s makes a misaligned %zu-byte %s of global memory at %p", where(f).c_str(), bytes, write ? "store" : "load", p);
+    end_thread(w, f, buf);
+  }
+  const char* c = static_cast<const char*>(p);
+  const bool in_arguments = std::any_of(w.launch->regions.begin(), w.launch->regions.end(),
+                                        [&](const Region& r) { return c >= r.base && c + bytes <= r.base + r.size; });
+  if (!in_arguments && !in_device_memory_while_running(p, bytes)) {  // the hardware's "illegal address"
+    std::snprintf(buf, sizeof buf, "%s makes a %zu-byte %s of global memory at %p, outside every live device allocation", where(f).c_str(), bytes,
                   write ? "store" : "load", p);
-    w.fail(buf);
+    end_thread(w, f, buf);
+  }
+  if (w.launch->record_accesses) {
+    const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+    w.block_accesses.push_back(GlobalAccess{u, u + bytes, w.block_index, write});
   }
 }
 
-void shuffle(unsigned mask, const void* in, void* out, size_t bytes, Shfl kind, int arg) {
+void shuffle(unsigned mask, const void* in, void* out, size_t bytes, Shfl kind, int arg, int width) {
   Worker& w = *worker;
   Fiber& f = *w.current;
   char buf[160];
@@ -431,13 +616,20 @@ void shuffle(unsigned mask, const void* in, void* out, size_t bytes, Shfl kind, 
     std::snprintf(buf, sizeof buf, "%s (lane %d) reaches a shuffle whose mask 0x%08x does not cover it", where(f).c_str(), f.lane, mask);
     w.fail(buf);
   }
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
+    std::snprintf(buf, sizeof buf, "%s shuffles with width %d: a shuffle's width is a power of 2 up to 32", where(f).c_str(), width);
+    end_thread(w, f, buf);
+  }
   uint64_t* slot = &w.slots[(static_cast<size_t>(f.warp) * 2 + (f.seq & 1)) * 32];
   std::memcpy(&slot[f.lane], in, bytes);
   f.mask = mask;
   f.state = State::Warp;
   leave(w, f);
+  // The warp is cut into segments of `width` lanes; a source past the end of
+  // the caller's segment gives the caller's own value (CUDA's shfl.down / shfl.bfly).
+  const int last = (f.lane & ~(width - 1)) | (width - 1);
   int src = kind == Shfl::Down ? f.lane + arg : f.lane ^ arg;
-  if (src < 0 || src >= 32) src = f.lane;  // past the warp: the lane's own value
+  if (src < 0 || src > last) src = f.lane;
   if (!((mask >> src) & 1u)) {
     std::snprintf(buf, sizeof buf, "%s reads lane %d in a shuffle whose mask 0x%08x does not cover it", where(f).c_str(), src, mask);
     w.fail(buf);
@@ -462,11 +654,13 @@ bool launch_ok(const LaunchConfig& c) {
 }
 
 void enqueue_kernel(const LaunchConfig& c, std::shared_ptr<const void> bound, const void* args, size_t args_bytes,
-                    void (*body)(const void*)) {
+                    void (*body)(const void*), std::vector<PointerArg> pointers) {
   static std::atomic<uint64_t> launches{0};
   const uint64_t seed = 0x5EEDull + launches++;
   count_launch();
-  enqueue(c.stream, [c, bound, args, args_bytes, body, seed] { execute(c, body, bound.get(), args, args_bytes, seed); });
+  enqueue(c.stream, [c, bound, args, args_bytes, body, pointers = std::move(pointers), seed] {
+    execute(c, body, bound.get(), args, args_bytes, pointers, seed);
+  });
 }
 
 }  // namespace phasor::sim

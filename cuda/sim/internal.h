@@ -14,6 +14,14 @@ struct Region {
   size_t size = 0;
 };
 bool find_allocation(const void* p, Region& r);
+// Whether [p, p + bytes) lies in one live device allocation or pinned host
+// block (mapped, so the device's too); with bytes 0, whether p points into one
+// or just past its end (where an empty range may start).
+bool in_device_memory(const void* p, size_t bytes);
+// The same without taking the runtime's lock, for a kernel's threads: the
+// thread that runs queued work holds that lock, so nothing is allocated or
+// freed while a kernel runs.
+bool in_device_memory_while_running(const void* p, size_t bytes);
 
 // Queues work on a stream; it runs in order, at the latest when the host
 // synchronises with it (or at once when PHASOR_SIM_DEFER=0).

@@ -59,7 +59,7 @@ std::recursive_mutex& lock() {
 struct State {
   std::map<uintptr_t, size_t> allocations;  // base -> bytes
   size_t allocated = 0;
-  std::set<void*> pinned;
+  std::map<uintptr_t, size_t> pinned;  // base -> bytes (cudaHostAlloc)
   CUstream_st legacy;                          // stream 0
   std::set<CUstream_st*> streams{&legacy};
   std::map<const void*, int> max_dynamic_shared;
@@ -140,18 +140,37 @@ bool is_device_range(const void* p, size_t n) {
 
 }  // namespace
 
+namespace {
+// The block of `blocks` (base -> bytes) that holds [u, u + bytes), or, with
+// bytes 0, that holds u or ends at it.
+bool find_block(const std::map<uintptr_t, size_t>& blocks, uintptr_t u, size_t bytes, Region& r) {
+  auto it = blocks.upper_bound(u);
+  if (it != blocks.begin() && (--it, u - it->first < it->second || (bytes == 0 && u == it->first + it->second))) {
+    if (u + bytes > it->first + it->second) return false;
+    r.base = reinterpret_cast<char*>(it->first);
+    r.size = it->second;
+    return true;
+  }
+  return false;
+}
+bool in_device_memory_unlocked(const void* p, size_t bytes) {
+  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  Region r;
+  return find_block(state().allocations, u, bytes, r) || find_block(state().pinned, u, bytes, r);
+}
+}  // namespace
+
 bool find_allocation(const void* p, Region& r) {
   std::lock_guard<std::recursive_mutex> g(lock());
-  const auto& a = state().allocations;
-  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
-  auto it = a.upper_bound(u);
-  if (it == a.begin()) return false;
-  --it;
-  if (u >= it->first + it->second) return false;
-  r.base = reinterpret_cast<char*>(it->first);
-  r.size = it->second;
-  return true;
+  return find_block(state().allocations, reinterpret_cast<uintptr_t>(p), 1, r);
 }
+
+bool in_device_memory(const void* p, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  return in_device_memory_unlocked(p, bytes);
+}
+
+bool in_device_memory_while_running(const void* p, size_t bytes) { return in_device_memory_unlocked(p, bytes); }
 
 bool check_enabled(const char* name) {
   const char* v = std::getenv(name);
@@ -347,14 +366,14 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned) {
   if (allocation_refused()) return refuse_capture(nullptr, "cudaHostAlloc (outside relaxed capture mode)");
   *ptr = std::malloc(size ? size : 1);
   if (!*ptr) return fail_with(cudaErrorMemoryAllocation);
-  state().pinned.insert(*ptr);
+  state().pinned.emplace(reinterpret_cast<uintptr_t>(*ptr), size ? size : 1);
   return cudaSuccess;
 }
 // Pinned memory is the device's to read and write too (mapped, under one
 // address space): the simulated device runs on the host.
 cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
   std::lock_guard<std::recursive_mutex> g(lock());
-  if (flags != 0 || state().pinned.count(host) == 0) return fail_with(cudaErrorInvalidValue);
+  if (flags != 0 || state().pinned.count(reinterpret_cast<uintptr_t>(host)) == 0) return fail_with(cudaErrorInvalidValue);
   *device = host;
   return cudaSuccess;
 }
@@ -364,7 +383,7 @@ cudaError_t cudaFreeHost(void* ptr) {
   if (device_wide_refused()) return refuse_capture(nullptr, "cudaFreeHost (it waits for the device)");
   run_all();
   count(&SyncCounts::device_syncs);
-  if (state().pinned.erase(ptr) == 0) return fail_with(cudaErrorInvalidValue);
+  if (state().pinned.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) return fail_with(cudaErrorInvalidValue);
   std::free(ptr);
   return report();
 }
