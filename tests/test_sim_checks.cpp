@@ -67,6 +67,15 @@ __global__ void two_static_arrays_kernel(int* out) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = a[31 - threadIdx.x];
 }
 
+// Over the 48 KiB of static shared memory a kernel may declare (nvcc refuses it).
+__global__ void too_much_static_shared_kernel(float* out) {
+  PHASOR_SHARED(float, a, 8 * 1024);
+  PHASOR_SHARED(float, b, 8 * 1024);
+  a[threadIdx.x] = 1.0f;
+  b[threadIdx.x] = 2.0f;
+  out[threadIdx.x] = a[threadIdx.x] + b[threadIdx.x];
+}
+
 // ---- item 14: dynamic shared memory ends where the launch's bytes end
 
 __global__ void fill_dynamic_shared_kernel(float* out) {
@@ -165,6 +174,10 @@ TEST_CASE("sim checks: static shared arrays hold poison at the start of every bl
   for (int i = 0; i < 8 * 32; ++i) expected[i] = i / 32;
   expected.resize(8 * 32);
   CHECK(two.read(8 * 32) == expected);
+
+  Device<float> big(32);
+  PHASOR_LAUNCH(1, 32, 0, nullptr, too_much_static_shared_kernel)(big.p);
+  CHECK(contains(launch_failure(), "its static shared arrays take over the 48 KiB a kernel may declare"));
 }
 
 TEST_CASE("sim checks: dynamic shared memory ends at the launch's bytes: a read or write past them is reported") {
