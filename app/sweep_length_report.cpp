@@ -107,7 +107,7 @@ std::string heat_map_svg(const std::string& title, const std::vector<std::string
       char colour[8];
       std::snprintf(colour, sizeof colour, "#%02x%02x%02x", mix(0x08), mix(0x30), mix(0x6b));
       out << "<rect x=\"" << svg::fixed(x) << "\" y=\"" << svg::fixed(y) << "\" width=\"" << svg::fixed(cell_w) << "\" height=\""
-          << svg::fixed(cell_h) << "\" fill=\"" << (known ? colour : "#dddddd") << "\" stroke=\"#fff\"/>\n";
+          << svg::fixed(cell_h) << "\" fill=\"" << (known ? colour : "#dddddd") << "\" stroke=\"#bbb\"/>\n";
       out << "<text x=\"" << svg::fixed(x + cell_w / 2) << "\" y=\"" << svg::fixed(y + cell_h / 2 + 4) << "\" text-anchor=\"middle\" fill=\""
           << (known && v > 0.5 ? "#fff" : "#333") << "\">" << (known ? format_number("%.2f", v) : "–") << "</text>\n";
     }
@@ -129,7 +129,7 @@ void write_setup(std::ostream& md, const LengthResults& r, const std::string& ou
   md << "## Setup (preset `" << p.name << "`)\n\n"
      << "- Byte-level models: " << p.n_layers << " layers, " << p.n_heads << " heads; trained " << p.steps << " steps of " << p.batch << " x "
      << p.seq_len() << " bytes of each task's training stream (seed 1), AdamW lr " << p.lr << " -> " << p.min_lr << " (warm-up " << p.warmup
-     << ", cosine), " << p.seeds << " seeds per cell (seed = initialisation and batch order). Rule: a fixed number of steps; "
+     << ", cosine), " << p.seeds << " seed(s) per cell (seed = initialisation and batch order). Rule: a fixed number of steps; "
      << "a cell counts as solved at its training length where its accuracy there is at least 0.99.\n"
      << "- Scored: " << p.task_examples << " examples (evaluation seed 2) at each length, exact match of the whole answer "
      << "(argmax under teacher forcing, the same as greedy decoding); passkey's spread evenly over the depths 0, 25, 50, 75 and 100%. "
