@@ -151,6 +151,9 @@ Tensor import_managed(Managed* m, bool read_only) {
   const dlpack::DLTensor& dl = m->dl_tensor;
   if (dl.device.device_type != dlpack::kDLCPU)
     buffer_error("from_dlpack: only CPU memory (kDLCPU) is imported, not device type " + std::to_string(dl.device.device_type));
+  // A producer's struct is read as it comes: what would be read out of bounds is refused first.
+  if (dl.ndim < 0 || (dl.ndim > 0 && dl.shape == nullptr))
+    buffer_error("from_dlpack: malformed DLTensor (ndim " + std::to_string(dl.ndim) + (dl.shape ? "" : ", no shape") + ")");
   const DType dtype = from_dlpack_type(dl.dtype);
   Dims shape, strides;
   int64_t compact = 1;
@@ -181,29 +184,52 @@ Tensor from_capsule(const py::capsule& capsule) {
   throw py::value_error("from_dlpack: the capsule is not an unconsumed DLPack tensor (\"dltensor\" or \"dltensor_versioned\")");
 }
 
+std::string type_name(const py::handle& x) { return py::str(py::type::of(x).attr("__name__")).cast<std::string>(); }
+
+// A producer's __dlpack__ must return a capsule. Anything else is refused,
+// another producer included: following it would go round for ever where one
+// returns another that returns the first (or itself).
+py::capsule capsule_returned_by(const py::object& producer, const py::object& returned) {
+  if (!PyCapsule_CheckExact(returned.ptr()))
+    throw py::type_error("from_dlpack: " + type_name(producer) + ".__dlpack__() returned " + type_name(returned) +
+                         ", not a DLPack capsule");
+  return py::reinterpret_borrow<py::capsule>(returned);
+}
+
+// The device a producer says its memory is on: CPU memory only.
+void check_producer_device(const py::object& x) {
+  const py::object device = x.attr("__dlpack_device__")();
+  std::pair<int, int> type_and_index;
+  try {
+    type_and_index = device.cast<std::pair<int, int>>();
+  } catch (const py::cast_error&) {
+    throw py::type_error("from_dlpack: " + type_name(x) + ".__dlpack_device__() returned " + type_name(device) +
+                         ", not a (device type, index) pair of ints");
+  }
+  if (type_and_index.first != dlpack::kDLCPU)
+    buffer_error("from_dlpack: only CPU memory (kDLCPU) is imported, not device type " + std::to_string(type_and_index.first) +
+                 ": move the array to the CPU first");
+}
+
 Tensor from_dlpack(const py::object& x, std::optional<bool> copy) {
   if (PyCapsule_CheckExact(x.ptr())) {
     const Tensor t = from_capsule(py::reinterpret_borrow<py::capsule>(x));
     return copy.value_or(false) ? clone(t) : t;
   }
   if (!py::hasattr(x, "__dlpack__"))
-    throw py::type_error("from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got " +
-                         py::str(py::type::of(x).attr("__name__")).cast<std::string>());
-  if (py::hasattr(x, "__dlpack_device__")) {
-    const auto device = x.attr("__dlpack_device__")().cast<std::pair<int, int>>();
-    if (device.first != dlpack::kDLCPU)
-      buffer_error("from_dlpack: only CPU memory (kDLCPU) is imported, not device type " + std::to_string(device.first) +
-                   ": move the array to the CPU first");
-  }
-  py::object capsule;
+    throw py::type_error("from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got " + type_name(x));
+  if (py::hasattr(x, "__dlpack_device__")) check_producer_device(x);
+  py::object returned;
+  bool copy_here = false;  // an older producer cannot be asked for a copy: it is made here
   try {
-    capsule = x.attr("__dlpack__")("max_version"_a = py::make_tuple(1, 0), "copy"_a = copy ? py::cast(*copy) : py::none());
+    returned = x.attr("__dlpack__")("max_version"_a = py::make_tuple(1, 0), "copy"_a = copy ? py::cast(*copy) : py::none());
   } catch (const py::error_already_set& e) {
     if (!e.matches(PyExc_TypeError)) throw;
-    capsule = x.attr("__dlpack__")();  // a producer of the older protocol (torch 1.13, NumPy 1.24)
-    if (copy.value_or(false)) return clone(from_dlpack(capsule, std::nullopt));
+    returned = x.attr("__dlpack__")();  // a producer of the older protocol (torch 1.13, NumPy 1.24)
+    copy_here = copy.value_or(false);
   }
-  return from_dlpack(capsule, std::nullopt);
+  const Tensor t = from_capsule(capsule_returned_by(x, returned));
+  return copy_here ? clone(t) : t;
 }
 
 }  // namespace

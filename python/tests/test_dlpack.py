@@ -1,6 +1,9 @@
 """DLPack both ways with torch and NumPy: the values, and the memory shared
 (a write on one side is seen on the other)."""
+import ctypes
 import gc
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -141,3 +144,91 @@ def test_bad_input_is_one_line(torch):
         phasor.from_dlpack(np.arange(4.0)[::-1])
     with pytest.raises(BufferError, match="not one of float32"):
         phasor.from_dlpack(np.arange(4, dtype=np.int32))
+
+
+class _Producer:
+    """An object with __dlpack__ that returns `returned` (or raises it)."""
+
+    def __init__(self, returned):
+        self.returned = returned
+
+    def __dlpack__(self, **kwargs):
+        if isinstance(self.returned, Exception):
+            raise self.returned
+        return self.returned
+
+
+def test_a_producer_that_returns_no_capsule_is_a_type_error():
+    with pytest.raises(TypeError, match=r"_Producer.__dlpack__\(\) returned int, not a DLPack capsule"):
+        phasor.from_dlpack(_Producer(5))
+    with pytest.raises(TypeError, match=r"returned Tensor, not a DLPack capsule"):  # a producer is not followed
+        phasor.from_dlpack(_Producer(phasor.tensor([1.0])))
+    with pytest.raises(TypeError, match="returned _Producer, not a DLPack capsule"):
+        phasor.from_dlpack(_Producer(_Producer(phasor.tensor([1.0]))))
+
+
+def test_producers_that_return_each_other_end_in_a_type_error_not_a_crash():
+    """Each one's __dlpack__ returns the other: followed, the chain never ends
+    (it overflowed the stack: exit 139). In a process of its own, so that a
+    crash fails this test alone."""
+    script = (
+        "import phasor\n"
+        "class P:\n"
+        "    def __dlpack__(self, **kwargs): return self.other\n"
+        "a, b = P(), P()\n"
+        "a.other, b.other = b, a\n"
+        "try:\n"
+        "    phasor.from_dlpack(a)\n"
+        "except TypeError as e:\n"
+        "    print(e)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "P.__dlpack__() returned P, not a DLPack capsule" in run.stdout
+
+
+def test_a_producer_that_returns_a_used_capsule_is_a_value_error():
+    capsule = phasor.tensor([1.0, 2.0]).__dlpack__()
+    phasor.from_dlpack(capsule)
+    with pytest.raises(ValueError, match="not an unconsumed DLPack tensor"):
+        phasor.from_dlpack(_Producer(capsule))
+
+
+def test_a_producers_own_exception_propagates():
+    with pytest.raises(KeyError, match="the producer's own"):
+        phasor.from_dlpack(_Producer(KeyError("the producer's own")))
+    with pytest.raises(BufferError, match="cannot export"):
+        phasor.from_dlpack(_Producer(BufferError("cannot export")))
+
+
+def test_a_producer_whose_device_is_no_pair_is_a_type_error():
+    class OddDevice(_Producer):
+        def __dlpack_device__(self):
+            return "cpu"
+
+    with pytest.raises(TypeError, match=r"__dlpack_device__\(\) returned str, not a \(device type, index\) pair"):
+        phasor.from_dlpack(OddDevice(phasor.tensor([1.0]).__dlpack__()))
+
+
+def test_a_malformed_dltensor_is_a_buffer_error():
+    """A capsule whose DLTensor has dimensions but no shape: refused before it is read."""
+
+    class Device(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+    class DataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class ManagedTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", Device), ("ndim", ctypes.c_int32), ("dtype", DataType),
+                    ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                    ("byte_offset", ctypes.c_uint64), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+    data = (ctypes.c_float * 4)()
+    managed = ManagedTensor(ctypes.cast(data, ctypes.c_void_p), Device(1, 0), 2, DataType(2, 32, 1), None, None, 0, None, None)
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new_capsule(ctypes.addressof(managed), b"dltensor", None)
+    with pytest.raises(BufferError, match=r"malformed DLTensor \(ndim 2, no shape\)"):
+        phasor.from_dlpack(capsule)
