@@ -425,8 +425,7 @@ GridRun run_grid(const LaunchConfig& c, void (*body)(const void*), const void* a
     w.block_accesses.clear();
     const int64_t b = order[static_cast<size_t>(k)];
     w.block_index = b;
-    const uint3 block = block_at(c, b);
-    run_block(w, c, block, schedule, seed);
+    run_block(w, c, block_at(c, b), schedule, seed);
     if (w.error.empty()) w.error = w.shared.finish_block();
     bytes_read.fetch_add(w.bytes_read, std::memory_order_relaxed);
     bytes_written.fetch_add(w.bytes_written, std::memory_order_relaxed);
@@ -439,11 +438,7 @@ GridRun run_grid(const LaunchConfig& c, void (*body)(const void*), const void* a
     }
     if (!w.error.empty()) {
       std::lock_guard<std::mutex> g(m);
-      if (first.empty()) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "block (%u, %u, %u), %s schedule: ", block.x, block.y, block.z, name(schedule));
-        first = buf + w.error;
-      }
+      if (first.empty()) first = "block " + block_name(c, b) + ", " + name(schedule) + " schedule: " + w.error;
       failed = true;
     }
   }

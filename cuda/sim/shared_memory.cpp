@@ -24,7 +24,7 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 unsigned char fill() { return poison_enabled() ? kPoison : 0; }
 }  // namespace
 
-BlockSharedMemory::BlockSharedMemory() : static_arena_(kMaxStatic, kPoison) {
+BlockSharedMemory::BlockSharedMemory() : static_arena_(kMaxStatic, fill()) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   data_bytes_ = round_up(kMaxDynamic + kAlign, page);
   guard_bytes_ = round_up(kGuard, page);
