@@ -498,13 +498,12 @@ void on_segv(int sig, siginfo_t* info, void* context) {
                   write ? "writes" : "reads", beyond, w->shared.dynamic_bytes());
     end_thread(*w, *w->current, buf);
   }
-  if (previous_segv.sa_flags & SA_SIGINFO) {
-    previous_segv.sa_sigaction(sig, info, context);
-  } else if (previous_segv.sa_handler == SIG_DFL || previous_segv.sa_handler == SIG_IGN) {
-    signal(SIGSEGV, SIG_DFL);  // the access repeats and ends the process, as it would have
-  } else {
-    previous_segv.sa_handler(sig);
-  }
+  // Not ours: the handler from before takes it, and stays (one that re-raises
+  // the signal, as doctest's and Python's do, must not come back here).
+  sigaction(SIGSEGV, &previous_segv, nullptr);
+  if (previous_segv.sa_flags & SA_SIGINFO) previous_segv.sa_sigaction(sig, info, context);
+  else if (previous_segv.sa_handler != SIG_DFL && previous_segv.sa_handler != SIG_IGN) previous_segv.sa_handler(sig);
+  // (SIG_DFL or SIG_IGN: returning repeats the access, which ends the process as it would have.)
 }
 // Installs on_segv unless it is the handler now (a test framework may have
 // replaced it since the last launch). Runs where the runtime's lock is held.
@@ -517,7 +516,7 @@ void install_segv_handler() {
   mine.sa_sigaction = on_segv;
   mine.sa_flags = SA_SIGINFO | SA_NODEFER;  // never returned from when it ends a thread: SIGSEGV must stay unblocked
   sigemptyset(&mine.sa_mask);
-  if (sigaction(SIGSEGV, &mine, &previous_segv) != 0) return;
+  sigaction(SIGSEGV, &mine, &previous_segv);
 }
 
 void execute(const LaunchConfig& c, void (*body)(const void*), const void* bound, const void* args, size_t args_bytes,
