@@ -179,3 +179,32 @@ TEST_CASE("sizes and leading dimensions past the library's 32-bit ints are split
   }
   cpu::set_gemm_library(std::nullopt);
 }
+
+TEST_CASE("oneDNN's primitives are kept in a bounded LRU cache, and products stay right after an eviction") {
+  if (!cpu::onednn_available()) return;
+  const size_t default_capacity = cpu::onednn_cache().capacity;
+  CHECK(default_capacity > 0);
+  CHECK(cpu::onednn_cache().entries <= default_capacity);
+  cpu::set_onednn_cache_capacity(4);
+  CHECK(cpu::onednn_cache().entries <= 4);
+  Generator gen(17);
+  const Tensor b = randn({24, 40}, DType::Float32, &gen);
+  // A product with `m` rows (a shape of its own: its own primitive), checked
+  // against float64; how many primitives it made.
+  const auto made_by = [&](int64_t m) {
+    const uint64_t before = cpu::onednn_cache().made;
+    check_product(randn({m, 24}, DType::Float32, &gen), b, MatOp::None, MatOp::None, cpu::GemmLibrary::OneDNN);
+    return cpu::onednn_cache().made - before;
+  };
+  for (int64_t m = 1001; m <= 1004; ++m) CHECK(made_by(m) == 1);
+  CHECK(cpu::onednn_cache().entries == 4);
+  CHECK(made_by(1001) == 0);  // kept, and now the most recently used
+  CHECK(made_by(1005) == 1);  // the cache was full: 1002, the least recently used, goes
+  CHECK(cpu::onednn_cache().entries == 4);
+  CHECK(made_by(1001) == 0);
+  CHECK(made_by(1002) == 1);  // made again, and right
+  for (int64_t m = 2001; m <= 2040; ++m) CHECK(made_by(m) == 1);  // ever new shapes: the cache stays at its bound
+  CHECK(cpu::onednn_cache().entries == 4);
+  cpu::set_onednn_cache_capacity(default_capacity);
+  CHECK(cpu::onednn_cache().capacity == default_capacity);
+}

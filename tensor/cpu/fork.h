@@ -4,7 +4,10 @@
 // PyTorch does, the child drops to one thread: a pthread_atfork handler marks
 // the child, and the child's first op (every op looks up its backend through
 // settle_after_fork) sets OpenMP's and OpenBLAS's thread counts to 1, so every
-// op of the library runs inline there. The handler itself calls into neither
+// op of the library runs inline there. oneDNN's primitives are made and run at
+// the caller's thread count, part of their key (onednn_gemm.cpp): the child
+// makes one-thread primitives of its own rather than run its parent's, whose
+// team was sized for the pool it lost. The handler itself calls into neither
 // runtime: LLVM's libomp resets its locks in a fork handler of its own that
 // may run after ours. A child that asks for threads again
 // (omp_set_num_threads) is on its own, as with PyTorch.

@@ -3,12 +3,21 @@
 // A product is one matmul primitive: op(A) and op(B) are described by their
 // strides (a transpose is a stride swap, never a copy) and a batch whose items
 // sit at a constant distance is one 3-D primitive, otherwise a 2-D one run per
-// item. Primitives are created once per shape and layout and kept: a training
-// step repeats the same few dozen shapes, and creating one (JIT code) costs far
-// more than running a small one. oneDNN here runs on libgomp, Phasor's own
-// OpenMP pool (the same one its kernels use), with as many threads as the
-// caller asks; its partition of the work depends only on the shape and the
-// thread count, so results are the same bits run after run.
+// item. Primitives are created once per shape, layout and thread count and
+// kept: a training step repeats the same few dozen shapes, and creating one
+// (JIT code) costs far more than running a small one. They are kept in an LRU
+// cache of kCacheCapacity entries, the only cache: oneDNN's own (1,024
+// primitives by default) is turned off, or it would keep what ours dropped.
+// So a process that meets ever new shapes stays bounded (2,000 products
+// [m, 64] x [64, 64], m = 200..2199: +11 MB of RSS, flat from the 500th on;
+// with both caches unbounded by this, +100 MB and growing). oneDNN here runs on
+// libgomp, Phasor's own OpenMP pool (the same one its kernels use), with as
+// many threads as the caller asks, set both where a primitive is made (some
+// size their team then: the gemm-based batched matmul below AVX-512) and where
+// it runs; its partition of the work depends only on the shape and the thread
+// count, so results are the same bits run after run. That the thread count is
+// part of the key is also what keeps a forked child (one thread, fork.h) off
+// a primitive its parent made for its team.
 #include "tensor/cpu/onednn_gemm.h"
 
 #include <atomic>
@@ -26,7 +35,8 @@
 #include <optional>
 #include <system_error>
 #include <thread>
-#include <unordered_map>
+
+#include "tensor/cpu/lru_cache.h"
 #endif
 
 namespace phasor::cpu {
@@ -67,6 +77,10 @@ bool onednn_gemm_f32(float*, const GemmPlan&, int) {
 
 bool onednn_gemm_bf16(void*, DType, const GemmPlan&, int) { return false; }
 
+OneDnnCache onednn_cache() { return {}; }
+
+void set_onednn_cache_capacity(size_t) {}
+
 #else
 
 namespace {
@@ -76,6 +90,9 @@ using dnnl::memory;
 // Below this many multiply-adds OpenBLAS wins: a primitive's execute costs a
 // few microseconds of its own (docs/benchmarks.md, "GEMM library per shape").
 constexpr int64_t kOneDnnMinWork = int64_t{1} << 16;
+
+// Primitives kept: several times the distinct products of a training step.
+constexpr size_t kCacheCapacity = 256;
 
 // One operand as oneDNN sees it: element (i, j) of op(X) at i * rows + j * cols.
 struct Layout {
@@ -153,13 +170,15 @@ void on_thread_of_its_own(Work&& work) {
 
 class OneDnn {
  public:
+  OneDnn() { dnnl::set_primitive_cache_capacity(0); }  // ours is the cache (above)
+
   // Runs one (batched) product; `a`, `b` point at the first item's operands.
   // Returns false, having done nothing, when this CPU has no kernel for the
   // types (bf16 needs AVX-512; oneDNN says "unimplemented" elsewhere).
   bool run(const Key& key, const void* a, const void* b, void* c) {
     std::lock_guard<std::mutex> lock(mutex_);  // the cache and the stream are shared: one product at a time
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
+    Entry* found = cache_.find(key);
+    if (found == nullptr) {
       const memory::desc a_md = operand_desc(key.batch, key.m, key.k, key.a, key.in);
       const memory::desc b_md = operand_desc(key.batch, key.k, key.n, key.b, key.in);
       const memory::desc c_md = key.batch == 1 ? memory::desc({key.m, key.n}, key.out, memory::format_tag::ab)
@@ -171,6 +190,8 @@ class OneDnn {
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       Entry entry{std::nullopt, a_md, b_md, c_md, {}};
       on_thread_of_its_own([&] {
+        // A new thread starts from libgomp's default count, not the caller's.
+        omp_set_num_threads(key.threads);
         try {
           const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine_);
           entry.primitive = dnnl::matmul(pd);
@@ -179,9 +200,10 @@ class OneDnn {
           if (e.status != dnnl_unimplemented) throw;
         }
       });
-      it = cache_.emplace(key, std::move(entry)).first;
+      ++made_;
+      found = &cache_.insert(key, std::move(entry));
     }
-    const Entry& e = it->second;
+    const Entry& e = *found;
     if (!e.primitive) return false;
     memory am(e.a, engine_, const_cast<void*>(a)), bm(e.b, engine_, const_cast<void*>(b)), cm(e.c, engine_, c);
     const size_t scratch_bytes = e.scratchpad.get_size();
@@ -196,6 +218,15 @@ class OneDnn {
     return true;
   }
 
+  OneDnnCache cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {cache_.size(), cache_.capacity(), made_};
+  }
+  void set_cache_capacity(size_t entries) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cache_.set_capacity(entries);
+  }
+
  private:
   struct Entry {
     std::optional<dnnl::matmul> primitive;  // none: not implemented on this CPU
@@ -204,7 +235,8 @@ class OneDnn {
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
   std::mutex mutex_;
-  std::unordered_map<Key, Entry, KeyHash> cache_;
+  LruCache<Key, Entry, KeyHash> cache_{kCacheCapacity};
+  uint64_t made_ = 0;
 };
 
 OneDnn& onednn() {
@@ -245,6 +277,10 @@ bool plan_expressible(const GemmPlan& p) {
 }  // namespace
 
 bool onednn_available() { return true; }
+
+OneDnnCache onednn_cache() { return onednn().cache(); }
+
+void set_onednn_cache_capacity(size_t entries) { onednn().set_cache_capacity(entries); }
 
 bool onednn_gemm_f32(float* out, const GemmPlan& p, int threads) {
   if (!plan_expressible(p) || !policy_picks_onednn(p)) return false;

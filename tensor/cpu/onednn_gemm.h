@@ -6,6 +6,8 @@
 // every float32 product from 2^16 multiply-adds up by default. OpenBLAS
 // (gemm.cpp) keeps the small products, float64, the complex dtypes and
 // whatever this declines.
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "tensor/backend.h"
@@ -36,5 +38,17 @@ bool onednn_gemm_f32(float* out, const GemmPlan& plan, int threads);
 // false also where this CPU has no bf16 kernel in oneDNN (it needs AVX-512):
 // the caller then widens the operands to float32 (gemm.cpp).
 bool onednn_gemm_bf16(void* out, DType out_dtype, const GemmPlan& plan, int threads);
+
+// The primitives kept (one per shape, layout, dtypes and thread count, the
+// least recently used dropped past the capacity), for tests and diagnostics:
+// entries held, the capacity, and how many primitives this process has made.
+struct OneDnnCache {
+  size_t entries = 0, capacity = 0;
+  uint64_t made = 0;
+};
+OneDnnCache onednn_cache();
+
+// Another capacity (at least 1; entries past it go at once), for tests.
+void set_onednn_cache_capacity(size_t entries);
 
 }  // namespace phasor::cpu
