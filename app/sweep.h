@@ -53,6 +53,9 @@ struct SweepPlan {
   // A plan of one size: these, and each variant's d_model and d_ff.
   int64_t n_layers = 2, n_heads = 4;
   int64_t steps = 0, batch = 0, warmup = 0;
+  // In a plan of one size: the steps of a task's cells where they differ from
+  // `steps` (the length preset gives the tasks that take longer to learn more).
+  std::map<std::string, int64_t> task_steps;
   // A plan of several sizes: each cell takes its shape, steps and warm-up from
   // its size (the variants' own d_model and d_ff are 0). The sizes' steps follow
   // one token rule, recorded here: tokens = min(tokens_per_parameter x parameters, max_tokens).
@@ -83,6 +86,10 @@ struct SweepPlan {
   std::string device = "cpu";  // cpu or cuda
 
   int64_t seq_len() const { return eval_lengths.front(); }
+  int64_t steps_of(const std::string& task) const {
+    const auto it = task_steps.find(task);
+    return it == task_steps.end() ? steps : it->second;
+  }
   bool long_context(const std::string& task) const { return long_context_every_task || task == long_context_task; }
   // The context extensions (pi, ntk, yarn) a variant's cells are evaluated
   // with: eval_scalings that its position takes, and its eval_variants entries.
@@ -125,7 +132,7 @@ double size_parameters(const SweepSize& size);
 // The training steps the plan's token rule gives a model of `parameters`:
 // min(tokens_per_parameter x parameters, max_tokens) tokens, rounded up to whole steps.
 int64_t token_rule_steps(const SweepPlan& plan, double parameters);
-// --steps N: every size's (or the plan's) steps, the warm-up cut to at most a tenth of them.
+// --steps N: every size's (or the plan's, and every task's) steps, the warm-up cut to at most a tenth of them.
 void set_sweep_steps(SweepPlan& plan, int64_t steps);
 nlohmann::json to_json(const SweepPlan& plan);
 // Every field range-checked with the limits of its flag (sweep's, else train's):

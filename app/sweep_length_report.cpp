@@ -124,11 +124,19 @@ std::string heat_map_svg(const std::string& title, const std::vector<std::string
   return out.str();
 }
 
+// "9000 (copy 2000, flipflop 3000)": the plan's steps and the tasks that differ.
+std::string steps_per_task(const SweepPlan& p) {
+  std::string text = std::to_string(p.steps), others;
+  for (const std::string& task : p.tasks)
+    if (p.steps_of(task) != p.steps) others += (others.empty() ? "" : ", ") + task + " " + std::to_string(p.steps_of(task));
+  return others.empty() ? text : text + " (" + others + ")";
+}
+
 void write_setup(std::ostream& md, const LengthResults& r, const std::string& out_dir) {
   const SweepPlan& p = r.plan;
   md << "## Setup (preset `" << p.name << "`)\n\n"
-     << "- Byte-level models: " << p.n_layers << " layers, " << p.n_heads << " heads; trained " << p.steps << " steps of " << p.batch << " x "
-     << p.seq_len() << " bytes of each task's training stream (seed 1), AdamW lr " << p.lr << " -> " << p.min_lr << " (warm-up " << p.warmup
+     << "- Byte-level models: " << p.n_layers << " layers, " << p.n_heads << " heads; trained " << steps_per_task(p) << " steps of " << p.batch
+     << " x " << p.seq_len() << " bytes of each task's training stream (seed 1), AdamW lr " << p.lr << " -> " << p.min_lr << " (warm-up " << p.warmup
      << ", cosine), " << p.seeds << " seed(s) per cell (seed = initialisation and batch order). Rule: a fixed number of steps; "
      << "a cell counts as solved at its training length where its accuracy there is at least 0.99.\n"
      << "- Scored: " << p.task_examples << " examples (evaluation seed 2) at each length, exact match of the whole answer "

@@ -613,6 +613,20 @@ TEST_CASE("the length preset: every variant on the four tasks, rope also with PI
   CHECK(!to_json(sweep_preset("quick")).contains("task_examples"));  // earlier plans write what they wrote
   CHECK(p.scalings_of(p.variants[3]) == std::vector<std::string>{"pi", "yarn"});
   CHECK(p.scalings_of(p.variants[0]).empty());
+  // Steps per task: the ones learned quickly get fewer.
+  for (const SweepCell& c : sweep_cells(p)) CHECK(c.size.steps == (c.task == "copy" ? 2000 : c.task == "flipflop" ? 3000 : c.task == "recall" ? 7000 : 8000));
+  SweepPlan some = p;
+  choose_sweep_tasks(some, {"passkey", "copy"}, {}, {});
+  CHECK(some.task_steps == std::map<std::string, int64_t>{{"copy", 2000}});  // recall's and flipflop's dropped with their tasks
+  CHECK(to_json(sweep_plan_from_json(to_json(some))) == to_json(some));
+  set_sweep_steps(some, 50);  // --steps: every cell
+  for (const SweepCell& c : sweep_cells(some)) CHECK(c.size.steps == 50);
+  nlohmann::json j = to_json(p);
+  j["task_steps"]["kjv"] = 10;
+  CHECK_THROWS_WITH_AS(sweep_plan_from_json(j, "plan.json"), doctest::Contains("task_steps names 'kjv', which is not one of the plan's tasks"), Error);
+  j = to_json(p);
+  j["task_steps"]["copy"] = 0;
+  CHECK_THROWS_WITH_AS(sweep_plan_from_json(j, "plan.json"), doctest::Contains("task_steps.copy must be an integer from 1"), Error);
 }
 
 TEST_CASE("--variants names evaluation-time entries such as rope+ntk, and the unknown-name error lists them") {
@@ -635,7 +649,7 @@ TEST_CASE("--variants names evaluation-time entries such as rope+ntk, and the un
   SweepPlan bad = sweep_preset("length");
   CHECK_THROWS_WITH_AS(choose_sweep_tasks(bad, {}, {}, {"alibi+yarn"}),
                        doctest::Contains("the preset 'length' has no variant 'alibi+yarn' (its variants: complexformer-rope, "), Error);
-  CHECK_THROWS_WITH_AS(choose_sweep_tasks(bad, {}, {}, {"carope+yarn"}), doctest::Contains("carope+pi, none"), Error);  // carope: PI only
+  CHECK_THROWS_WITH_AS(choose_sweep_tasks(bad, {}, {}, {"carope+yarn"}), doctest::Contains("pope+yarn, carope+pi)"), Error);  // carope: PI only
   CHECK_THROWS_WITH_AS(choose_sweep_tasks(bad, {}, {}, {"rope+yarn2"}), doctest::Contains("rope+ntk, rope+yarn"), Error);
 
   // The rivals preset's blanket extensions: naming an entry keeps that entry alone.
@@ -668,6 +682,7 @@ TEST_CASE("a tiny length sweep scores its tasks by exact match and reports accur
   p.n_layers = 1;
   p.n_heads = 2;
   p.steps = 3;
+  p.task_steps = {{"flipflop", 4}};
   p.batch = 2;
   p.warmup = 1;
   p.task_examples = 10;
@@ -682,11 +697,14 @@ TEST_CASE("a tiny length sweep scores its tasks by exact match and reports accur
   CHECK(rope["eval"]["110"]["loss"] == rope["eval"]["110"]["answer_log_loss"]);
   const auto alibi = nlohmann::json::parse(read_text_file((out / "cells" / "flipflop-alibi-s2" / "result.json").string()));
   CHECK(alibi["eval"].size() == 2);
+  CHECK(alibi["steps"] == 4);
+  CHECK(rope["steps"] == 3);
   CHECK(!alibi["eval"]["220"].contains("depths"));
   CHECK(alibi["eval"]["220"]["accuracy"].get<double>() >= 0);
 
   const std::string report = read_text_file((out / "report.md").string());
   CHECK(report.find("# Length generalisation report") != std::string::npos);
+  CHECK(report.find("trained 3 (flipflop 4) steps of 2 x 110 bytes") != std::string::npos);
   CHECK(count_of(report, "| rope+yarn |") == 2);  // one table per task
   CHECK(count_of(report, "| alibi |") == 2);
   CHECK(std::regex_search(report, std::regex(R"(\| rope \| \d\.\d\d ± \d\.\d\d \|)")));
