@@ -6,7 +6,9 @@
 // primitive per item). The bound is elementwise and relative to the product of
 // the magnitudes, |C - C64| <= 1e-5 (|A| |B|), so that cancellation cannot hide
 // an error behind a large neighbour.
+#include <cblas.h>
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <string>
@@ -207,4 +209,23 @@ TEST_CASE("oneDNN's primitives are kept in a bounded LRU cache, and products sta
   CHECK(cpu::onednn_cache().entries == 4);
   cpu::set_onednn_cache_capacity(default_capacity);
   CHECK(cpu::onednn_cache().capacity == default_capacity);
+}
+
+// OpenBLAS has a thread pool of its own (OPENBLAS_NUM_THREADS, all cores by
+// default). Phasor runs it on one thread and splits the work over its own
+// pool, so a product at one thread (`--threads 1`) must take OpenBLAS to one
+// thread too: it was left at its own count there, and ran on every core.
+TEST_CASE("a product at one thread runs OpenBLAS on one thread too") {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    CAPTURE(dtype);
+    openblas_set_num_threads(2);  // as a caller (or OpenBLAS's default) may have left it
+    cpu::set_gemm_library(cpu::GemmLibrary::OpenBLAS);
+    const Tensor c = ops::matmul(ones({256, 256}, dtype), ones({256, 256}, dtype));
+    cpu::set_gemm_library(std::nullopt);
+    CHECK(c.to(DType::Float64).to_vector<double>()[0] == 256.0);
+    CHECK(openblas_get_num_threads() == 1);
+  }
+  omp_set_num_threads(threads);
 }

@@ -122,8 +122,11 @@ void CpuBackend::gemm(const Tensor& out, const GemmPlan& p) {
     // parallel region, where each caller's thread runs its own product here.
     if constexpr (std::is_same_v<T, float>)
       if (!omp_in_parallel() && onednn_gemm_f32(pc, p, threads)) return;
-    // A caller may have given OpenBLAS threads (OPENBLAS_NUM_THREADS, openblas_set_num_threads): take them back.
-    if (threads > 1 && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    // OpenBLAS may have threads of its own (OPENBLAS_NUM_THREADS, its default of
+    // every core, a caller's openblas_set_num_threads): take them back, at one
+    // thread (--threads 1) too. Not from inside a parallel region, where every
+    // thread of the team would set it at once.
+    if (!omp_in_parallel() && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
     const int64_t work = batch * p.m * p.n * p.k;
     const int64_t widest = std::max(p.m, p.n);
     if (threads == 1 || work < kGemmParallelWork || (batch < threads && widest < 2 * kMinBlock)) {
