@@ -126,13 +126,14 @@ int in_own_process(std::chrono::seconds deadline, Body&& body) {
 // before oneDNN's first use, then `body`. Its child, if it forks one, gets
 // the shorter deadline, so that the case's process reports a hung child itself.
 // Forked, it is itself a forked child: its first op drops it to one thread,
-// and OpenBLAS starts its pool again (tensor/cpu/fork.h). That op runs here,
+// and OpenBLAS starts its pool again when its thread count is first set
+// (tensor/cpu/fork.h, gemm.cpp). A small product on OpenBLAS does both here,
 // before `body` sets a thread count or counts threads.
 template <class Body>
 std::string in_fresh_process(const char* max_isa, Body&& body) {
   return describe(in_own_process(std::chrono::seconds(90), [&] {
     if (max_isa != nullptr) setenv("DNNL_MAX_CPU_ISA", max_isa, 1);
-    (void)ops::binary(ops::Binary::Add, ones({2}), ones({2}));
+    (void)ops::matmul(ones({2, 2}, DType::Float64), ones({2, 2}, DType::Float64));
     return body();
   }));
 }
