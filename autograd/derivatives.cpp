@@ -416,6 +416,10 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor sum_to(const Tensor& x, const Dims& shape) {
   return record("sum_to", ops::sum_to(x, shape), {x}, [in = x.shape()](const Tensor& g) -> Grads { return {expand(g, in)}; });
 }
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse) {
+  return record("cumsum", ops::cumsum(x, dim, reverse), {x}, [dim, reverse](const Tensor& g) -> Grads { return {cumsum(g, dim, !reverse)}; });
+}
+
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const Dims keep = keepdim_shape(x.shape(), dims);
   const double count = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(keep.numel(), 1));

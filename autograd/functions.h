@@ -105,6 +105,9 @@ inline Tensor operator/(double s, const Tensor& a) { return c128(s) / a; }
 // ---- reductions ----
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Inclusive running sums along `dim` (reverse: from the last element back); its
+// gradient is the running sum of the gradient the other way.
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse = false);
 ops::ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 ops::ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);

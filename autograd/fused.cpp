@@ -163,6 +163,35 @@ Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bia
                 });
 }
 
+Tensor polar_rotate_reference(const Tensor& z, const Tensor& angle, const Tensor& gain, ops::PolarMagnitude magnitude,
+                              ops::PolarAngle angle_map) {
+  const Tensor m = magnitude == ops::PolarMagnitude::Softplus ? softplus(z) : z;
+  const Tensor a = angle_map == ops::PolarAngle::Tanh ? tanh(angle) : angle;
+  const Tensor out = m * polar(ones(a.shape(), a.dtype(), a.device()), a);
+  return gain.defined() ? out * reshape(gain, {1, 1, gain.numel(), 1}) : out;
+}
+
+// The kernel takes the angle as [A, N, H, W], A = B or 1: a broadcast angle is
+// laid out so (a small copy: no batch), and its gradient summed back.
+Tensor polar_rotate(const Tensor& z, const Tensor& angle, const Tensor& gain, ops::PolarMagnitude magnitude, ops::PolarAngle angle_map) {
+  PHASOR_CHECK(z.dim() == 4, "polar_rotate: expected z [B, N, H, W], got ", z.shape());
+  const bool batched = angle.dim() == 4 && angle.size(0) == z.size(0);
+  const Tensor laid = batched ? angle : ops::expand(angle, {1, z.size(1), z.size(2), z.size(3)});
+  const ops::PolarParams params{laid, gain, magnitude, angle_map};
+  return record("polar_rotate", ops::polar_rotate(z, params), {z, angle, gain},
+                [sz = SavedTensor(z), sa = SavedTensor(angle), sg = SavedTensor(gain), laid_shape = laid.shape(), magnitude,
+                 angle_map](const Tensor& g) -> Grads {
+                  if (create_graph())
+                    return reference_backward([&](const std::vector<Tensor>& in) {
+                      return polar_rotate_reference(in[0], in[1], in[2], magnitude, angle_map);
+                    }, {sz.get(), sa.get(), sg.get()}, g);
+                  const Tensor a = sa.get();
+                  const Tensor laid_angle = laid_shape == a.shape() ? a : ops::expand(a, laid_shape);
+                  ops::PolarGrads d = ops::polar_rotate_backward(g, sz.get(), {laid_angle, sg.get(), magnitude, angle_map});
+                  return {d.dz, ops::sum_to(d.dangle, a.shape()), d.dgain};
+                });
+}
+
 Tensor attention_softmax(const Tensor& scores, double scale, int64_t offset, const Tensor& slopes) {
   Tensor probs = ops::attention_softmax(scores, scale, offset, slopes);
   return record("attention_softmax", probs, {scores}, [sp = SavedTensor(probs, SavedTensor::Role::Output), scale](const Tensor& g) -> Grads {

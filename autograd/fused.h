@@ -22,6 +22,16 @@ PHASOR_DIFFERENTIABLE_FUSED_OPS(PHASOR_DECLARE_DIFFERENTIABLE)
 // `frequencies` (float64 [P], constant): the w_j to use instead of rope_base's (ops::CmhaParams).
 Tensor cmha_rotate(const Tensor& z, const Tensor& delta, const Tensor& phase_bias, const Tensor& beta, int64_t offset,
                    double rope_base, const Tensor& frequencies = Tensor());
+// The polar rotation of pope, carope and complexformer-seed, one pass each way
+// (ops::PolarParams, tensor/fused_ops.h): gain_h m(z) exp(i f(angle)), with
+// angle any real tensor that broadcasts to z's shape [B, N, H, W] (its
+// gradient summed back to its shape) and gain [H] or undefined.
+Tensor polar_rotate(const Tensor& z, const Tensor& angle, const Tensor& gain = Tensor(),
+                    ops::PolarMagnitude magnitude = ops::PolarMagnitude::Identity, ops::PolarAngle angle_map = ops::PolarAngle::Identity);
+// Its composed reference: the same maths, one autograd op at a time.
+Tensor polar_rotate_reference(const Tensor& z, const Tensor& angle, const Tensor& gain = Tensor(),
+                              ops::PolarMagnitude magnitude = ops::PolarMagnitude::Identity,
+                              ops::PolarAngle angle_map = ops::PolarAngle::Identity);
 // Fused causal attention over q [B, Nq, H, d] and k, v [B, Nk, H, d] (see
 // ops::causal_attention): softmax(scale q k^T - ALiBi bias, causal) v, with O(N d)
 // memory. Query i sits at position offset + i; slopes [H] may be undefined.

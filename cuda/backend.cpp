@@ -81,6 +81,9 @@ class CudaBackend final : public Backend {
   void sum_columns(const Tensor& out, const Tensor& x, int64_t reduced, int64_t cols) override {
     launch_sum_columns(x.dtype(), x.raw_data(), out.raw_data(), reduced, cols);
   }
+  void cumsum(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse) override {
+    launch_cumsum(x.dtype(), x.raw_data(), out.raw_data(), outer, n, inner, reverse);
+  }
   void extreme(bool want_max, const Tensor& values, const Tensor& indices, const Tensor& x, int64_t rows, int64_t n) override {
     launch_extreme(x.dtype(), want_max, x.raw_data(), values.raw_data(), indices.data<int64_t>(), rows, n);
   }

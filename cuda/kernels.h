@@ -48,6 +48,7 @@ void launch_random(DType real, bool normal, double a, double b, uint64_t seed, u
 void launch_sum_rows(DType t, const void* x, void* out, int64_t rows, int64_t n);
 // x [reduced, cols] contiguous -> out [cols].
 void launch_sum_columns(DType t, const void* x, void* out, int64_t reduced, int64_t cols);
+void launch_cumsum(DType t, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool reverse);
 // First maximum (minimum) of each row, a NaN winning as on the CPU.
 void launch_extreme(DType t, bool want_max, const void* x, void* values, int64_t* indices, int64_t rows, int64_t n);
 void launch_row_softmax(DType t, RowOp op, const void* x, void* out, int64_t rows, int64_t n);

@@ -42,6 +42,21 @@ __global__ void sum_columns_kernel(const T* x, A* partial, int64_t reduced, int6
   for (int64_t r = begin; r < end; ++r) acc += static_cast<A>(x[r * cols + c]);
   partial[blockIdx.y * cols + c] = acc;
 }
+// One thread per column (outer, inner) walks its n elements in order: the CPU's
+// accumulation order, so both backends give the same sums.
+template <class T, class A>
+__global__ void cumsum_kernel(const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool reverse) {
+  const int64_t columns = outer * inner, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < columns; col += step) {
+    const int64_t o = col / inner, c = col % inner;
+    A acc = A(0);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t at = (o * n + (reverse ? n - 1 - s : s)) * inner + c;
+      acc += static_cast<A>(x[at]);
+      out[at] = static_cast<T>(acc);
+    }
+  }
+}
 template <class A, class T>
 __global__ void finish_columns_kernel(const A* partial, T* out, int64_t cols, int64_t chunks) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -339,6 +354,17 @@ void launch_sum_columns(DType t, const void* x, void* out, int64_t reduced, int6
       PHASOR_LAUNCH(static_cast<unsigned>(col_blocks), 256, 0, stream(), finish_columns_kernel<A, T>)(partial.as<A>(), static_cast<T*>(out), cols,
                                                                                            chunks);
       check_launch("sum");
+    }
+  });
+}
+
+void launch_cumsum(DType t, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool reverse) {
+  if (outer * n * inner == 0) return;
+  dispatch_dev(t, "cumsum", [&]<class T>() {
+    if constexpr (summable<T>) {
+      PHASOR_LAUNCH(grid_for(outer * inner), kThreads, 0, stream(), cumsum_kernel<T, acc_t<T>>)(static_cast<const T*>(x), static_cast<T*>(out),
+                                                                                             outer, n, inner, reverse);
+      check_launch("cumsum");
     }
   });
 }

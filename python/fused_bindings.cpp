@@ -19,6 +19,17 @@ namespace {
 
 Tensor or_undefined(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
 
+ops::PolarMagnitude parse_magnitude(const std::string& name) {
+  if (name == "identity") return ops::PolarMagnitude::Identity;
+  PHASOR_CHECK(name == "softplus", "polar_rotate: magnitude must be 'identity' or 'softplus', got '", name, "'");
+  return ops::PolarMagnitude::Softplus;
+}
+ops::PolarAngle parse_angle_map(const std::string& name) {
+  if (name == "identity") return ops::PolarAngle::Identity;
+  PHASOR_CHECK(name == "tanh", "polar_rotate: angle_map must be 'identity' or 'tanh', got '", name, "'");
+  return ops::PolarAngle::Tanh;
+}
+
 }  // namespace
 
 void bind_fused(py::module_& m) {
@@ -39,6 +50,14 @@ void bind_fused(py::module_& m) {
         "ComplexFormer's Euler transform and adaptive rotation of complex z [B, N, H, P]: r exp(i (delta phi + phase_bias + "
         "beta m w_j)) with r, phi the modulus and phase of z, m = offset + n, w_j = rope_base^(-j/P); delta, phase_bias [H, P] "
         "(phase_bias None for keys), beta [H]; frequencies (float64 [P], optional) replace the w_j (context extension)");
+  m.def("polar_rotate", [](const Tensor& z, const Tensor& angle, std::optional<Tensor> gain, const std::string& magnitude,
+                           const std::string& angle_map) {
+          return polar_rotate(z, angle, or_undefined(gain), parse_magnitude(magnitude), parse_angle_map(angle_map));
+        },
+        "z"_a, "angle"_a, "gain"_a = py::none(), "magnitude"_a = "identity", "angle_map"_a = "identity",
+        "the polar rotation of pope, carope and complexformer-seed, fused: gain_h m(z) exp(i f(angle)) over z [B, N, H, W] "
+        "(complex, or real: m = identity or softplus), angle real and broadcast to z's shape (f = identity or tanh), gain [H] "
+        "optional; the result is complex");
   m.def("rotary_table", [](int64_t n, int64_t pairs, int64_t offset, double base, double xpos_scale_base, DType dtype) {
           return ops::rotary_table(n, pairs, offset, base, xpos_scale_base, 1, dtype);
         }, "n"_a, "pairs"_a, "offset"_a = 0, "base"_a = 10000.0, "xpos_scale_base"_a = 0.0, "dtype"_a = DType::Complex64,

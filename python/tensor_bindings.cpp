@@ -331,6 +331,9 @@ into values a graph has saved (including via t.detach().numpy()).)");
     m.def(name, fn, "x"_a, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false);
     tensor.def(name, fn, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false);
   }
+  m.def("cumsum", [](const Tensor& x, int64_t dim) { return cumsum(x, dim); }, "x"_a, "dim"_a,
+        "inclusive running sums along dim, shaped like x (torch.cumsum)");
+  tensor.def("cumsum", [](const Tensor& x, int64_t dim) { return cumsum(x, dim); }, "dim"_a);
   m.def("softmax", [](const Tensor& x, int64_t dim) { return softmax(x, dim); }, "x"_a, "dim"_a);
   m.def("log_softmax", [](const Tensor& x, int64_t dim) { return log_softmax(x, dim); }, "x"_a, "dim"_a);
   m.def("logsumexp", [](const Tensor& x, int64_t dim, bool keepdim) { return logsumexp(x, dim, keepdim); }, "x"_a, "dim"_a,

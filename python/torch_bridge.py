@@ -3,7 +3,7 @@
 wrap(fn) turns a function of Phasor tensors into a function of torch tensors
 that PyTorch's autograd differentiates: the tensors cross through DLPack
 without copies, and the backward runs Phasor's backward. causal_attention,
-cmha_rotate and rotary are the fused Phasor ops so wrapped, with torch's
+cmha_rotate, polar_rotate and rotary are the fused Phasor ops so wrapped, with torch's
 signatures. torch is imported on first use, so `import phasor` works without it.
 
 The source of this submodule is compiled into the module (python/CMakeLists.txt)
@@ -139,6 +139,13 @@ def cmha_rotate(z, delta, phase_bias, beta, offset=0, rope_base=10000.0):
     """ComplexFormer's Euler transform and adaptive rotation (phasor.cmha_rotate) of a complex torch tensor
     z [B, N, H, P]; delta, phase_bias [H, P] (phase_bias None for keys), beta [H]."""
     return _wrapped("cmha_rotate")(z, delta, phase_bias, beta, offset, rope_base)
+
+
+def polar_rotate(z, angle, gain=None, magnitude="identity", angle_map="identity"):
+    """gain_h m(z) exp(i f(angle)) (phasor.polar_rotate: pope, carope, complexformer-seed's rotation) for torch
+    tensors: z [B, N, H, W] complex, or real with m = "identity" or "softplus"; angle real, broadcast to z's
+    shape, with f = "identity" or "tanh"; gain [H] or None. Returns a complex tensor."""
+    return _wrapped("polar_rotate")(z, angle, gain, magnitude, angle_map)
 
 
 def rotary(z, table):

@@ -79,6 +79,9 @@ class Backend {
   // ---- reductions over contiguous layouts; float32 and complex64 sums accumulate in double.
   virtual void sum_rows(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) = 0;           // [rows, n] -> [rows]
   virtual void sum_columns(const Tensor& out, const Tensor& x, int64_t reduced, int64_t cols) = 0;  // [reduced, cols] -> [cols]
+  // Inclusive running sums along the middle dim of [outer, n, inner], from its
+  // first element (or, reverse, from its last); out shaped like x.
+  virtual void cumsum(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse) = 0;
   // First maximum (minimum) of each row of [rows, n], n > 0; a NaN wins.
   virtual void extreme(bool want_max, const Tensor& values, const Tensor& indices, const Tensor& x, int64_t rows, int64_t n) = 0;
   virtual void row_softmax(RowOp op, const Tensor& out, const Tensor& x, int64_t rows, int64_t n) = 0;  // real floating, n > 0

@@ -1,7 +1,7 @@
 #pragma once
-// Branch-free float32 atan2, sincos and exp that the compiler can vectorise
-// (the libm calls cannot be), for the inner loops of the ComplexFormer
-// rotation, the fused attention and SwiGLU.
+// Branch-free float32 atan2, sincos, exp, tanh and softplus that the compiler
+// can vectorise (the libm calls cannot be), for the inner loops of the
+// rotations, the fused attention and SwiGLU.
 // Cephes-style: range reduction plus minimax polynomials; errors are a few
 // float32 ulps (checked against libm in tests/test_fast_math.cpp).
 #include <bit>
@@ -14,6 +14,8 @@ namespace phasor::fastmath {
 inline double atan2(double y, double x);
 inline void sincos(double t, double& s, double& c);
 inline double exp(double x);
+inline double tanh(double x);
+inline void softplus_sigmoid(double x, double& softplus, double& sigmoid);
 
 constexpr float kPi = 3.14159265358979f;
 constexpr float kPiOver2 = 1.57079632679490f;
@@ -83,8 +85,42 @@ inline void sincos(float t, float& s, float& c) {
   return x != x ? x : (x < kLowest ? 0.0f : e);
 }
 
+// log(1 + u) for u in [0, 1]: 2 atanh(s) with s = u / (2 + u) in [0, 1/3],
+// whose odd series converges by 1/9 a term (the last kept term's successor is
+// below 2e-8 of the sum).
+[[gnu::always_inline]] inline float log1p_unit(float u) {
+  const float s = u / (2.0f + u), z = s * s;
+  const float p = ((((((z * (1.0f / 13) + 1.0f / 11) * z + 1.0f / 9) * z + 1.0f / 7) * z + 1.0f / 5) * z + 1.0f / 3) * z) * s + s;
+  return 2.0f * p;
+}
+
+// softplus(x) = max(x, 0) + log(1 + e^-|x|), and its derivative sigmoid(x),
+// from one exponential; no overflow for any x.
+[[gnu::always_inline]] inline void softplus_sigmoid(float x, float& softplus, float& sigmoid) {
+  const float ax = std::fabs(x);
+  const float e = exp(-ax);  // in (0, 1]
+  softplus = (x > 0.0f ? x : 0.0f) + log1p_unit(e);
+  const float r = 1.0f / (1.0f + e);
+  sigmoid = x >= 0.0f ? r : e * r;
+}
+
+// tanh(x): Cephes' odd polynomial below |x| = 0.625 (no cancellation near 0),
+// 1 - 2 / (e^2|x| + 1) above, with x's sign; both computed, one selected.
+[[gnu::always_inline]] inline float tanh(float x) {
+  const float ax = std::fabs(x), z = x * x;
+  const float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+  const float large = std::copysign(1.0f - 2.0f / (exp(2.0f * (ax < 44.0f ? ax : 44.0f)) + 1.0f), x);
+  return ax < 0.625f ? small : large;
+}
+
 inline double atan2(double y, double x) { return std::atan2(y, x); }
 inline double exp(double x) { return std::exp(x); }
+inline double tanh(double x) { return std::tanh(x); }
+inline void softplus_sigmoid(double x, double& softplus, double& sigmoid) {
+  const double e = std::exp(-std::fabs(x));
+  softplus = (x > 0.0 ? x : 0.0) + std::log1p(e);
+  sigmoid = x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
 inline void sincos(double t, double& s, double& c) {
   s = std::sin(t);
   c = std::cos(t);

@@ -204,6 +204,54 @@ CmhaGrads cmha_rotate_backward(const Tensor& grad, const Tensor& z_in, const Cmh
   return out;
 }
 
+// ---------------------------------------------------------------- polar rotation
+
+namespace {
+void check_polar(const char* op, const Tensor& z, const PolarParams& p) {
+  PHASOR_CHECK(is_inexact(z.dtype()) && z.dim() == 4, op, ": expected z [B, N, H, W] of a floating or complex dtype, got ", z.dtype(), " ",
+               z.shape());
+  const int64_t b = z.size(0), n = z.size(1), h = z.size(2), w = z.size(3);
+  PHASOR_CHECK(p.angle.defined() && is_floating(p.angle.dtype()) && p.angle.dim() == 4 && (p.angle.size(0) == b || p.angle.size(0) == 1) &&
+                   p.angle.size(1) == n && p.angle.size(2) == h && p.angle.size(3) == w,
+               op, ": angle must be real [B or 1, N, H, W] = [", b, " or 1, ", n, ", ", h, ", ", w, "], got ",
+               p.angle.defined() ? dtype_name(p.angle.dtype()) : "undefined", " ", p.angle.defined() ? p.angle.shape() : Dims{});
+  PHASOR_CHECK(!p.gain.defined() || (is_floating(p.gain.dtype()) && p.gain.shape() == Dims({h})), op, ": gain must be real [H] = [", h,
+               "], got ", p.gain.dtype(), " ", p.gain.shape());
+  PHASOR_CHECK(p.magnitude == PolarMagnitude::Identity || !z.is_complex(), op, ": a softplus magnitude needs a real z, got ", z.dtype());
+}
+
+// The angle and gain as contiguous arrays in the real dtype of z, on its device.
+PolarParams operand_params(const Tensor& z, const PolarParams& p, Device device) {
+  const DType rt = real_dtype(z.dtype());
+  PolarParams q = p;
+  q.angle = operand(p.angle, rt, device);
+  q.gain = operand(p.gain, rt, device);
+  return q;
+}
+}  // namespace
+
+Tensor polar_rotate(const Tensor& z_in, const PolarParams& p) {
+  const Device device = op_device("polar_rotate", z_in, {p.angle, p.gain});
+  check_polar("polar_rotate", z_in, p);
+  const Tensor z = operand(z_in, device);
+  Tensor out = empty(z.shape(), complex_dtype(z.dtype()), device);
+  backend(device).polar_rotate({out, z, operand_params(z, p, device)});
+  return out;
+}
+
+PolarGrads polar_rotate_backward(const Tensor& grad, const Tensor& z_in, const PolarParams& p) {
+  const Device device = op_device("polar_rotate_backward", grad, {z_in, p.angle, p.gain});
+  check_polar("polar_rotate_backward", z_in, p);
+  PHASOR_CHECK(grad.shape() == z_in.shape(), "polar_rotate_backward: gradient shape ", grad.shape(), " differs from ", z_in.shape());
+  const Tensor z = operand(z_in, device);
+  const DType rt = real_dtype(z.dtype());
+  const int64_t n = z.size(1), h = z.size(2), w = z.size(3);
+  PolarGrads out{empty(z.shape(), z.dtype(), device), empty(p.angle.shape(), rt, device), p.gain.defined() ? empty({n, h, w}, rt, device) : Tensor()};
+  backend(device).polar_rotate_backward({out, operand(grad, complex_dtype(z.dtype()), device), z, operand_params(z, p, device)});
+  if (out.dgain.defined()) out.dgain = sum(out.dgain, {0, 2});  // the columns' sums, per head, in one fixed order
+  return out;
+}
+
 // ---------------------------------------------------------------- attention softmax
 
 Tensor attention_softmax(const Tensor& scores_in, double scale, int64_t offset, const Tensor& slopes_in) {

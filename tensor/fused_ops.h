@@ -57,6 +57,29 @@ struct CmhaGrads {
   Tensor dz, ddelta, dphase_bias, dbeta;
 };
 
+// ---- polar rotation (pope, carope, complexformer-seed): z [B, N, H, W]
+// turned by angles of its own. With u = m(z) exp(i f(angle)):
+//   out = gain_h u,
+//   m(z) = z for complex z; z or softplus(z) for real z (the magnitude),
+//   f    = identity or tanh (of the angle),
+// angle real [A, N, H, W] with A = B, or A = 1 (one angle per position, head
+// and component, shared by the batch); gain [H] real, or undefined (1).
+// out is complex, of z's precision. With G the gradient of out:
+//   dz     = gain conj(t) G (complex z),  gain m'(z) Re(conj(t) G) (real z), t = exp(i f(angle))
+//   dangle = gain f'(angle) Im(conj(u) G), summed over the batch when A = 1
+//   dgain  = sum of Re(conj(u) G) over every element of head h
+enum class PolarMagnitude { Identity, Softplus };
+enum class PolarAngle { Identity, Tanh };
+struct PolarParams {
+  Tensor angle;
+  Tensor gain{};
+  PolarMagnitude magnitude = PolarMagnitude::Identity;
+  PolarAngle angle_map = PolarAngle::Identity;
+};
+struct PolarGrads {
+  Tensor dz, dangle, dgain;  // dgain undefined without a gain
+};
+
 // ---- rotary position tables (RoPE / XPos; tensor/fused.h, rotary_table)
 // rotate: z [B, N, H, P] complex times table [N, P] (broadcast over B and H).
 // The backward of a multiplication by a table is the multiplication by its
@@ -126,6 +149,8 @@ struct AttentionGrads {
   X(Tensor, rotate, (const Tensor& z, const Tensor& table, bool conjugate_table))                                                  \
   X(Tensor, cmha_rotate, (const Tensor& z, const CmhaParams& p))                                                                   \
   X(CmhaGrads, cmha_rotate_backward, (const Tensor& grad, const Tensor& z, const CmhaParams& p))                                   \
+  X(Tensor, polar_rotate, (const Tensor& z, const PolarParams& p))                                                                 \
+  X(PolarGrads, polar_rotate_backward, (const Tensor& grad, const Tensor& z, const PolarParams& p))                                \
   X(Tensor, attention_softmax, (const Tensor& scores, double scale, int64_t offset, const Tensor& slopes))                          \
   X(Tensor, attention_softmax_backward, (const Tensor& grad, const Tensor& probs, double scale))                                   \
   X(void, adamw_step_,                                                                                                             \
@@ -157,6 +182,8 @@ struct AttentionGrads {
   X(rotate, RotateArgs)                                       \
   X(cmha_rotate, CmhaRotateArgs)                              \
   X(cmha_rotate_backward, CmhaRotateBackwardArgs)             \
+  X(polar_rotate, PolarRotateArgs)                            \
+  X(polar_rotate_backward, PolarRotateBackwardArgs)           \
   X(attention_softmax, AttentionSoftmaxArgs)                  \
   X(attention_softmax_backward, AttentionSoftmaxBackwardArgs) \
   X(attention_forward, AttentionForwardArgs)                  \
@@ -207,6 +234,20 @@ struct CmhaRotateBackwardArgs {  // out.dphase_bias undefined when p.phase_bias 
   CmhaGrads out;
   Tensor grad, z;
   CmhaParams p;
+};
+// z [B, N, H, W] real or complex; angle [A, N, H, W] (A = B or 1) and gain
+// [H] in z's real dtype; out complex. The backend fills out.dgain's place
+// with dgain_columns [N, H, W] instead: each column's Re(conj(u) G) summed
+// over the batch, which the front-end sums per head (the same numbers on
+// every backend, no atomics).
+struct PolarRotateArgs {
+  Tensor out, z;
+  PolarParams p;
+};
+struct PolarRotateBackwardArgs {
+  PolarGrads out;  // dz like z, dangle like p.angle, dgain [N, H, W] (see above) or undefined
+  Tensor grad, z;
+  PolarParams p;
 };
 struct AttentionSoftmaxArgs {  // scores, probs [B, H, Nq, Nk]; slopes [H] or undefined
   Tensor probs, scores, slopes;

@@ -57,6 +57,8 @@ void axpy_(const Tensor& dst, const Tensor& src, double alpha);
 // `dims` empty means all dims.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Inclusive running sums along `dim` (reverse: from its last element back), shaped like x.
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse = false);
 struct ValuesIndices {
   Tensor values, indices;
 };

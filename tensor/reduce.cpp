@@ -78,6 +78,21 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return out;
 }
 
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse) {
+  const Device device = op_device("cumsum", x);
+  check_computes_in(x.dtype(), "cumsum");
+  PHASOR_CHECK(is_inexact(x.dtype()) || x.dtype() == DType::Int64, "cumsum: not defined for dtype ", x.dtype());
+  PHASOR_CHECK(x.dim() > 0, "cumsum: needs a dim, got a 0-d tensor");
+  const int d = wrap_dim(dim, x.dim(), "cumsum");
+  const Tensor src = contiguous(x);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= x.size(i);
+  for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  Tensor out = empty(x.shape(), x.dtype(), device);
+  backend(device).cumsum(out, src, outer, x.size(d), inner, reverse);
+  return out;
+}
+
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   check_computes_in(x.dtype(), "mean");
   const ReducePlan p = plan_reduction(x, dims, keepdim, "mean");

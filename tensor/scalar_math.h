@@ -133,6 +133,7 @@ PHASOR_SCALAR T binary_value(ops::Binary op, T a, T b) {
     case Binary::Atan2:
       if constexpr (!is_complex<T> && !std::is_same_v<T, int64_t>) return math::atan2(a, b);
       break;
+    case Binary::Count: break;  // not an op
   }
   return a;
 }
@@ -259,6 +260,22 @@ PHASOR_SCALAR R cmha_position_angle(double m, double w) {
 template <class R>
 PHASOR_SCALAR R cmha_theta(R delta, R phi, R bias, R beta, R position_angle) {
   return add_rn(add_rn(mul_rn(delta, phi), bias), mul_rn(beta, position_angle));
+}
+
+// ---- polar rotation (tensor/fused_ops.h): one element's gradients. With
+// (mr, mi) the magnitude m(z) (mi = 0 for real z), dm = m'(z), t = (tc, ts),
+// df = f'(angle) and G = (gr, gi): u = m t, and
+//   dz = gain conj(t) G (complex z) or gain dm Re(conj(t) G) (real z: dzi unused),
+//   dangle = gain df Im(conj(u) G),  dgain = Re(conj(u) G).
+template <class R>
+PHASOR_SCALAR void polar_grads(R mr, R mi, R dm, R tc, R ts, R df, R gain, R gr, R gi, bool complex_z, R& dzr, R& dzi, R& dangle,
+                               R& dgain) {
+  const R cr = tc * gr + ts * gi, ci = tc * gi - ts * gr;  // conj(t) G
+  const R ur = mr * tc - mi * ts, ui = mr * ts + mi * tc;  // u
+  dgain = ur * gr + ui * gi;
+  dangle = gain * df * (ur * gi - ui * gr);
+  dzr = complex_z ? gain * cr : gain * dm * cr;
+  dzi = complex_z ? gain * ci : R(0);
 }
 
 }  // namespace phasor::scalar

@@ -906,6 +906,80 @@ struct CrossBackend<ops::CmhaRotateBackwardArgs> {  // the ComplexFormer rotatio
 };
 
 namespace {
+// Calls check(z, CPU parameters, GPU parameters, what) over the polar
+// rotation's kinds (pope: real z, softplus; complexformer-seed: real z, tanh
+// angle, gain; carope: complex z), dtypes, shared and batched angles, and
+// widths past the CPU kernel's chunk of 64.
+template <class F>
+void for_each_polar_case(F&& check) {
+  struct Kind {
+    bool complex_z;
+    ops::PolarMagnitude magnitude;
+    ops::PolarAngle angle_map;
+    bool gain;
+  };
+  const Kind kinds[] = {{false, ops::PolarMagnitude::Softplus, ops::PolarAngle::Identity, false},
+                        {false, ops::PolarMagnitude::Identity, ops::PolarAngle::Tanh, true},
+                        {true, ops::PolarMagnitude::Identity, ops::PolarAngle::Identity, false},
+                        {true, ops::PolarMagnitude::Identity, ops::PolarAngle::Tanh, true}};
+  for (const Kind& kind : kinds)
+    for (DType rt : {DType::Float32, DType::Float64})
+      for (const Dims& shape : {Dims{2, 5, 3, 4}, Dims{3, 7, 2, 70}, Dims{1, 4, 2, 3}})
+        for (bool shared : {true, false}) {
+          const Tensor z = rnd(shape, kind.complex_z ? complex_dtype(rt) : rt, -6, 6);
+          const Tensor angle = rnd({shared ? 1 : shape[0], shape[1], shape[2], shape[3]}, rt, -4, 4);
+          const Tensor gain = kind.gain ? rnd({shape[2]}, rt, 0.2, 0.9) : Tensor();
+          const ops::PolarParams pc{angle, gain, kind.magnitude, kind.angle_map};
+          const ops::PolarParams pg{on_gpu(angle), kind.gain ? on_gpu(gain) : Tensor(), kind.magnitude, kind.angle_map};
+          check(z, pc, pg,
+                std::string(dtype_name(z.dtype())) + " " + str(shape) + (shared ? " shared" : " batched") +
+                    (kind.magnitude == ops::PolarMagnitude::Softplus ? " softplus" : "") +
+                    (kind.angle_map == ops::PolarAngle::Tanh ? " tanh" : "") + (kind.gain ? " gain" : ""));
+        }
+}
+}  // namespace
+
+template <>
+struct CrossBackend<ops::PolarRotateArgs> {  // pope, carope and complexformer-seed's rotation
+  static void run() {
+    for_each_polar_case([](const Tensor& z, const ops::PolarParams& pc, const ops::PolarParams& pg, const std::string& what) {
+      const Tensor cpu = ops::polar_rotate(z, pc);
+      expect_close(cpu, ops::polar_rotate(on_gpu(z), pg), "polar_rotate " + what);
+      // The CPU kernel against the composed reference, made of CUDA's elementwise ops.
+      const double tol = real_dtype(z.dtype()) == DType::Float32 ? 1e-5 : 1e-12;
+      expect_close(cpu, polar_rotate_reference(on_gpu(z), pg.angle, pg.gain, pg.magnitude, pg.angle_map), tol, tol,
+                   "polar_rotate reference " + what);
+    });
+    // Broadcast angles ([N, 1, W]: pope's table, shared by heads) and a gain, through autograd.
+    check_gradients("polar_rotate softplus",
+                    [](const std::vector<Tensor>& in) { return polar_rotate(in[0], in[1], in[2], ops::PolarMagnitude::Softplus); },
+                    {draw({2, 3, 2, 3}, DType::Float64), draw({3, 1, 3}, DType::Float64), draw({2}, DType::Float64, 0.5, 1.5)});
+    check_gradients("polar_rotate tanh",
+                    [](const std::vector<Tensor>& in) {
+                      return polar_rotate(in[0], in[1], in[2], ops::PolarMagnitude::Identity, ops::PolarAngle::Tanh);
+                    },
+                    {draw({2, 3, 2, 3}, DType::Float64), draw({2, 3, 2, 3}, DType::Float64), draw({2}, DType::Float64, 0.5, 1.5)});
+    check_gradients("polar_rotate complex", [](const std::vector<Tensor>& in) { return polar_rotate(in[0], in[1]); },
+                    {draw({2, 3, 2, 2}, DType::Complex128), draw({1, 3, 2, 2}, DType::Float64)});
+  }
+};
+
+template <>
+struct CrossBackend<ops::PolarRotateBackwardArgs> {  // its backward
+  static void run() {
+    for_each_polar_case([](const Tensor& z, const ops::PolarParams& pc, const ops::PolarParams& pg, const std::string& what) {
+      const Tensor g = rnd(z.shape(), complex_dtype(z.dtype()));
+      const auto rb = ops::polar_rotate_backward(g, z, pc), gb = ops::polar_rotate_backward(on_gpu(g), on_gpu(z), pg);
+      const double sum_tol = real_dtype(z.dtype()) == DType::Float32 ? 2e-4 : 1e-10;
+      expect_close(rb.dz, gb.dz, "polar dz " + what);
+      expect_close(rb.dangle, gb.dangle, sum_tol, sum_tol, "polar dangle " + what);
+      if (pc.gain.defined()) expect_close(rb.dgain, gb.dgain, sum_tol, sum_tol, "polar dgain " + what);
+      else CHECK_FALSE(gb.dgain.defined());
+    });
+  }
+};
+
+namespace {
 // Calls check(scores, slopes or undefined, offset, what) over dtypes, shapes, offsets and ALiBi.
 template <class F>
 void for_each_attention_softmax_case(F&& check) {
@@ -1068,6 +1142,36 @@ struct CrossBackend<ops::AttentionBackwardArgs> {  // fused causal attention's b
 
 // bfloat16 q, k, v accumulate in float32 on both backends: the GPU's results
 // are the CPU's to float32's summation order, and float32 themselves.
+TEST_CASE("cuda: cumsum along every dim, both directions, against a running sum written out and the CPU, with its gradient") {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Complex64, DType::Complex128, DType::Int64})
+    for (Layout l : kLayouts) {
+      const Tensor x = rnd({3, 4, 5}, dt, -3, 3);
+      for (int64_t dim : {0, 1, 2, -1})
+        for (bool reverse : {false, true}) {
+          const Tensor ref = ops::cumsum(layout(x, l), dim, reverse);
+          expect_close(ref, ops::cumsum(layout(on_gpu(x), l), dim, reverse), 1e-5, 1e-5,
+                       std::string("cumsum ") + dtype_name(dt) + " " + layout_name(l) + " dim " + std::to_string(dim) + (reverse ? " reverse" : ""));
+          // The same sums as narrow-and-sum, element by element (the CPU's own reference).
+          const int d = dim < 0 ? 3 + static_cast<int>(dim) : static_cast<int>(dim);
+          const int64_t n = x.size(d);
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t from = reverse ? i : 0, count = reverse ? n - i : i + 1;
+            const Tensor want = ops::sum(ops::narrow(x, d, from, count), {d});
+            const Tensor got = ops::contiguous(ops::select(ref, d, i));
+            const double diff = ops::amax(ops::unary(ops::Unary::Abs, ops::binary(ops::Binary::Sub, ops::to(got, DType::Complex128),
+                                                                                ops::to(want, DType::Complex128))))
+                                    .item<double>();
+            CHECK_MESSAGE(diff <= 1e-5 * static_cast<double>(n) * 3, "cumsum ", dtype_name(dt), " dim ", dim, " index ", i);
+          }
+        }
+    }
+  const Tensor long_column = rnd({1, 70000, 3}, DType::Float32);
+  expect_close(ops::cumsum(long_column, 1), ops::cumsum(on_gpu(long_column), 1), 1e-3, 1e-5, "cumsum of 70000 rows");
+  check_gradients("cumsum", [](const std::vector<Tensor>& in) { return cumsum(in[0] * in[0], 1) * cumsum(in[0], 0, true); },
+                  {draw({3, 4}, DType::Float64)});
+  check_gradients("cumsum complex", [](const std::vector<Tensor>& in) { return cumsum(in[0], 1, true); }, {draw({2, 3}, DType::Complex128)});
+}
+
 TEST_CASE("cuda: fused causal attention with bfloat16 inputs matches the CPU's, forward and backward") {
   for (const AttentionCase& c : kAttentionCases) {
     const std::string what = describe(c, DType::Float32) + " bf16 inputs";

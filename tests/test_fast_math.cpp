@@ -66,3 +66,33 @@ TEST_CASE("fast exp is within a few float ulps of libm over the softmax's range,
   CHECK(fastmath::exp(-std::numeric_limits<float>::infinity()) == 0.0f);
   CHECK(std::isnan(fastmath::exp(std::numeric_limits<float>::quiet_NaN())));
 }
+
+TEST_CASE("fast tanh, softplus and sigmoid are within a few float ulps of libm, relative, over every magnitude") {
+  Generator g(5);
+  double worst_tanh = 0, worst_softplus = 0, worst_sigmoid = 0;
+  for (int i = 0; i < 200000; ++i) {
+    // Log-uniform magnitudes from 1e-6 to 1e2, both signs: the relative error is what matters near 0.
+    const double magnitude = std::pow(10.0, 8 * g.next_unit() - 6);
+    const float x = static_cast<float>(g.next_unit() < 0.5 ? -magnitude : magnitude);
+    const double xd = x;
+    const auto rel = [](double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-300); };
+    worst_tanh = std::max(worst_tanh, rel(fastmath::tanh(x), std::tanh(xd)));
+    float softplus, sigmoid;
+    fastmath::softplus_sigmoid(x, softplus, sigmoid);
+    const double want_softplus = std::max(xd, 0.0) + std::log1p(std::exp(-std::abs(xd)));
+    if (want_softplus > 1e-37) worst_softplus = std::max(worst_softplus, rel(softplus, want_softplus));  // below, e^x leaves float's normal range
+    const double want_sigmoid = 1.0 / (1.0 + std::exp(-xd));
+    if (want_sigmoid > 1e-37) worst_sigmoid = std::max(worst_sigmoid, rel(sigmoid, want_sigmoid));
+  }
+  CHECK(worst_tanh < 6e-7);
+  CHECK(worst_softplus < 6e-7);
+  CHECK(worst_sigmoid < 6e-7);
+  float softplus, sigmoid;
+  fastmath::softplus_sigmoid(-200.0f, softplus, sigmoid);  // e^-200 is below float: 0 and 0, never NaN
+  CHECK(softplus == 0.0f);
+  CHECK(sigmoid == 0.0f);
+  fastmath::softplus_sigmoid(200.0f, softplus, sigmoid);
+  CHECK(softplus == 200.0f);
+  CHECK(sigmoid == 1.0f);
+  CHECK(fastmath::tanh(-60.0f) == -1.0f);
+}

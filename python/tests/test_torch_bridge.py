@@ -196,3 +196,33 @@ def test_causal_attention_with_a_value_width_and_a_distance_bias_matches_torch(t
     for a, b in zip(torch.autograd.grad(got, (q, k, v, bias), g), torch.autograd.grad(expected, (q, k, v, bias), g)):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
     assert torch.autograd.gradcheck(lambda q, k, v, b: pt.causal_attention(q, k, v, distance_bias=b), (q, k, v, bias))
+
+
+def test_polar_rotate_gradcheck_and_values_against_torch(torch):
+    """pope's (softplus, a shared angle), complexformer-seed's (tanh, a gain) and carope's (complex z) forms."""
+    torch.manual_seed(9)
+    x = randn(torch, B, N, H, D, dtype=torch.float64)
+    table = randn(torch, N, 1, D, dtype=torch.float64)
+    angle = randn(torch, B, N, H, D, dtype=torch.float64)
+    gain = randn(torch, H, dtype=torch.float64)
+    z = randn(torch, B, N, H, P, dtype=torch.complex128)
+    phase = randn(torch, B, N, H, P, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda x, t: pt.polar_rotate(x, t, magnitude="softplus"), (x, table))
+    assert torch.autograd.gradcheck(lambda x, a, g: pt.polar_rotate(x, a, g, angle_map="tanh"), (x, angle, gain))
+    assert torch.autograd.gradcheck(lambda z, a: pt.polar_rotate(z, a), (z, phase))
+    turn = lambda a: torch.polar(torch.ones_like(a), a)
+    torch.testing.assert_close(pt.polar_rotate(x, table, magnitude="softplus"),
+                               torch.nn.functional.softplus(x) * turn(table), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(pt.polar_rotate(x, angle, gain, angle_map="tanh"),
+                               x * gain[None, None, :, None] * turn(torch.tanh(angle)), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(pt.polar_rotate(z, phase), z * turn(phase), rtol=1e-12, atol=1e-14)
+    with pytest.raises(Exception, match="magnitude must be 'identity' or 'softplus'"):
+        pt.polar_rotate(x, table, magnitude="relu")
+
+
+def test_cumsum_matches_torch(torch):
+    torch.manual_seed(10)
+    x = torch.randn(3, 5, 2, dtype=torch.float64)
+    got = phasor.cumsum(phasor.from_dlpack(x), 1)
+    torch.testing.assert_close(torch.from_dlpack(got), torch.cumsum(x, 1), rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(pt.wrap(lambda t: phasor.cumsum(t * t, 0)), (x.requires_grad_(),))

@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   // reduce.cpp
   void sum_rows(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) override;
   void sum_columns(const Tensor& out, const Tensor& x, int64_t reduced, int64_t cols) override;
+  void cumsum(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse) override;
   void extreme(bool want_max, const Tensor& values, const Tensor& indices, const Tensor& x, int64_t rows, int64_t n) override;
   void row_softmax(RowOp op, const Tensor& out, const Tensor& x, int64_t rows, int64_t n) override;
   bool all_finite(const Tensor& x) override;

@@ -104,6 +104,30 @@ void CpuBackend::sum_columns(const Tensor& out, const Tensor& x, int64_t reduced
   });
 }
 
+// Each outer slice walks its n rows once, carrying the inner dim's running
+// sums (accumulated as sum_columns does) in one vector row.
+void CpuBackend::cumsum(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse) {
+  dispatch(x.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+#pragma omp parallel for if (outer * n * inner > kParallelGrain && outer > 1)
+      for (int64_t o = 0; o < outer; ++o) {
+        std::vector<acc_t<T>> acc(static_cast<size_t>(inner));
+        for (int64_t step = 0; step < n; ++step) {
+          const int64_t r = reverse ? n - 1 - step : step;
+          const T* row = px + (o * n + r) * inner;
+          T* dst = po + (o * n + r) * inner;
+          for (int64_t c = 0; c < inner; ++c) {
+            acc[static_cast<size_t>(c)] += static_cast<acc_t<T>>(row[c]);
+            dst[c] = static_cast<T>(acc[static_cast<size_t>(c)]);
+          }
+        }
+      }
+    }
+  });
+}
+
 void CpuBackend::extreme(bool want_max, const Tensor& values, const Tensor& indices, const Tensor& x, int64_t rows, int64_t n) {
   dispatch(x.dtype(), [&]<class T>() {
     if constexpr (!is_complex_v<T>) {
