@@ -73,7 +73,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const DType dt = x.dtype() == DType::Bool ? DType::Int64 : x.dtype();
   Tensor out = empty(p.out_shape, dt, device);
   const Tensor src = to(x, dt);
-  if (reduced_dims_lead(src, p)) backend(device).sum_columns(out, src, p.reduced, p.rows);
+  // Everything into one number is one long row, not one column (sum_rows's loop vectorises).
+  if (reduced_dims_lead(src, p) && p.rows > 1) backend(device).sum_columns(out, src, p.reduced, p.rows);
   else backend(device).sum_rows(out, kept_major(src, p), p.rows, p.reduced);
   return out;
 }

@@ -75,9 +75,18 @@ void CpuBackend::sum_rows(const Tensor& out, const Tensor& x, int64_t rows, int6
       T* po = out.data<T>();
 #pragma omp parallel for if (rows * n > kParallelGrain && rows > 1)
       for (int64_t r = 0; r < rows; ++r) {
-        acc_t<T> acc{};
+        // Eight interleaved partial sums, combined in a fixed order: eight
+        // independent chains the compiler can vectorise, where one chain waits
+        // on each addition (a whole tensor's sum, one row of millions, ran
+        // at a quarter of the speed).
+        constexpr int64_t kLanes = 8;
+        acc_t<T> lanes[kLanes] = {};
         const T* row = px + r * n;
-        for (int64_t i = 0; i < n; ++i) acc += static_cast<acc_t<T>>(row[i]);
+        const int64_t whole = n - n % kLanes;
+        for (int64_t i = 0; i < whole; i += kLanes)
+          for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<acc_t<T>>(row[i + l]);
+        acc_t<T> acc = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+        for (int64_t i = whole; i < n; ++i) acc += static_cast<acc_t<T>>(row[i]);
         po[r] = static_cast<T>(acc);
       }
     }
