@@ -10,6 +10,10 @@
 //   rotation  the attention rotation alone (complexformer: Euler transform +
 //             adaptive rotation; rope: the rotary product), forward + backward,
 //             on a [batch, seq_len, n_heads, head_dim] query tensor
+//   qk        one layer's query and key heads from its input x [batch,
+//             seq_len, d_model]: the two projections and the variant's
+//             rotation (with the angle nets, carope's projection and scan),
+//             forward + backward: the step every new rotation kernel is in
 //   sgemm     one float32 [1024, 1024] x [1024, 1024] product: the machine's
 //             GEMM rate through each library, one yardstick of the training
 //             workloads' model FLOP rates
@@ -53,8 +57,8 @@ struct Options {
 // Parses argv; returns false (after printing) on --help or an error, with *exit_code set.
 inline bool parse(int argc, char** argv, const char* name, Options& o, int* exit_code) {
   CLI::App app{std::string(name) + ": one side-by-side benchmark workload, one JSON line on stdout"};
-  app.add_option("--workload", o.workload, "train|eval|generate|rotation|sgemm|fma-peak")
-      ->check(CLI::IsMember({"train", "eval", "generate", "rotation", "sgemm", "fma-peak"}));
+  app.add_option("--workload", o.workload, "train|eval|generate|rotation|qk|sgemm|fma-peak")
+      ->check(CLI::IsMember({"train", "eval", "generate", "rotation", "qk", "sgemm", "fma-peak"}));
   app.add_option("--position", o.position, position_names("|"));
   app.add_option("--cmha-init", o.cmha_init, cmha_init_names("|"));
   app.add_option("--d-model", o.d_model);

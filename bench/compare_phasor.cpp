@@ -79,6 +79,18 @@ int main(int argc, char** argv) {
                              : rotate(z, ops::rotary_table(n, p, 0, 10000.0, 0.0, +1, DType::Complex64));
         sum(reshape(view_as_real(r), {b, n, h, d}) * g).backward();
       });
+    } else if (o.workload == "qk") {
+      const ModelConfig config = config_of(o);
+      const Attention attn(config, &gen);
+      Tensor x = normal({o.batch, o.seq_len, config.d_model}, 0.0, 1.0, DType::Float32, &gen);
+      x.requires_grad_();
+      const Tensor g = normal({o.batch, o.seq_len, config.n_heads, config.query_key_width()}, 0.0, 1.0, DType::Float32, &gen);
+      ms = C::time_runs(o, [&] {
+        x.zero_grad();
+        attn.zero_grad();
+        const auto qk = attn.rotated_qk(x, 0, 0, nullptr);
+        (sum(qk.first * g) + sum(qk.second * g)).backward();
+      });
     } else {
       const CausalLM model(config_of(o), o.seed);
       const nn::PrecisionScope precision(nn::parse_precision(o.precision));

@@ -203,6 +203,17 @@ int main(int argc, char** argv) {
                                                                                : rotate_rope(x, 0, 10000.0);
         (r * g).sum().backward();
       });
+    } else if (o.workload == "qk") {
+      T::Attention attn(config_of(o));
+      const auto x = torch::randn({o.batch, o.seq_len, o.d_model}).requires_grad_();
+      const auto& c = attn->config;
+      const auto g = torch::randn({o.batch, c.n_heads, o.seq_len, c.query_key_width()});
+      ms = C::time_runs(o, [&] {
+        attn->zero_grad();
+        if (x.grad().defined()) x.mutable_grad().zero_();
+        const auto qk = attn->rotated_qk(x, 0);
+        ((qk.first * g).sum() + (qk.second * g).sum()).backward();
+      });
     } else {
       T::Model model(config_of(o), o.seed);
       const bool bf16 = o.precision == "bf16";

@@ -148,8 +148,8 @@ class ComplexFormer : public PositionScheme {
 
 // carope: per head, a token-dependent frequency f_t = 1 / (1 + softplus(carope_w_h . x_t))
 // in (0, 1], and pair j turned by phi_{m,j} = sum_{t <= m} f_t^j (docs/spec.md,
-// "carope"). The sums are a scan over positions in the activations' dtype
-// (float32 or wider); a KV cache carries them on from chunk to chunk.
+// "carope"). The sums are a scan over positions (cumsum, accumulated in
+// float64 for float32 activations); a KV cache carries them on from chunk to chunk.
 class CARoPE : public PositionScheme {
  public:
   using PositionScheme::PositionScheme;
@@ -169,7 +169,7 @@ class CARoPE : public PositionScheme {
     const Tensor log_f = -log(1.0 + softplus(u));
     // f^j = exp(j log f): f^0 = exp(0) = 1 exactly.
     const Tensor powers = exp(unsqueeze(log_f, 3) * exponents(p, rt, x.device()));  // [B, N, H, P]
-    Tensor phi = running_sum(reshape(powers, {b, n, h * p}));  // [B, N, H P]
+    Tensor phi = cumsum(reshape(powers, {b, n, h * p}), 1);  // [B, N, H P]
     if (a.state) {
       if (a.state->defined()) phi = phi + *a.state;  // the sums of the cache's earlier positions
       *a.state = ops::contiguous(ops::narrow(phi.detach(), 1, n - 1, 1));  // [B, 1, H P]
@@ -177,8 +177,7 @@ class CARoPE : public PositionScheme {
     const double multiplier = scaling().warmup / (scaling().method == RopeScaling::PI ? scaling().factor : 1.0);
     if (multiplier != 1.0) phi = phi * multiplier;
     const Tensor angle = reshape(phi, {b, n, h, p});
-    const Tensor turn = polar(ones(angle.shape(), rt, angle.device()), angle);
-    return {q * turn, k * turn};
+    return {polar_rotate(q, angle), polar_rotate(k, angle)};
   }
 
  private:
@@ -190,20 +189,12 @@ class CARoPE : public PositionScheme {
       return ops::to_device(ops::to(from_vector(j), dtype), device);
     });
   }
-  // Inclusive running sums along axis 1 of t [B, N, C]: Hillis and Steele's
-  // scan, log2(N) shifted additions of autograd ops (O(N log N), no [N, N] matrix).
-  static Tensor running_sum(Tensor t) {
-    const int64_t n = t.size(1);
-    for (int64_t shift = 1; shift < n; shift *= 2)
-      t = cat({narrow(t, 1, 0, shift), narrow(t, 1, shift, n - shift) + narrow(t, 1, 0, n - shift)}, 1);
-    return t;
-  }
 };
 
 // pope: each component c of a head made complex, softplus(q_c) e^{i m theta_c}
 // and softplus(k_c) e^{i (n theta_c - pope_bias_c)}, with d frequencies
 // theta_c = rope_base^(-c/d) (docs/spec.md, "pope"): the magnitude is the
-// content's, the phase the position's.
+// content's, the phase the position's. One fused polar rotation each.
 class Pope : public PositionScheme {
  public:
   using PositionScheme::PositionScheme;
@@ -212,18 +203,24 @@ class Pope : public PositionScheme {
     return {zeros({config().n_heads, config().head_dim()})};
   }
   std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, const RotationArgs& a) const override {
-    const int64_t n = q.size(1), d = q.size(3);
-    const Tensor turn = reshape(table(n, a.offset, q.device()), {n, 1, d});  // e^{i m theta_c}, [N, 1, d]
-    const Tensor& bias = (*a.parameters)[0];                                  // [H, d]
-    const Tensor unturn_bias = polar(ones(bias.shape(), bias.dtype(), bias.device()), -bias);
-    return {softplus(q) * turn, softplus(k) * (turn * unturn_bias)};
+    const Tensor position = angles(q.size(1), a.offset, real_dtype(q.dtype()), q.device());  // (offset + m) theta_c, [N, 1, d]
+    const Tensor& bias = (*a.parameters)[0];                                                  // [H, d]
+    return {polar_rotate(q, position, Tensor(), ops::PolarMagnitude::Softplus),
+            polar_rotate(k, position - bias, Tensor(), ops::PolarMagnitude::Softplus)};
   }
 
  private:
-  // e^{i (offset + m) theta_c}, [N, d] complex64, phases in float64 rounded once.
-  Tensor table(int64_t rows, int64_t offset, Device device) const {
-    return cached({0, rows, offset, 0, device, DType::Complex64}, [&] {
-      return ops::to_device(ops::rotary_table(rows, frequencies(config().head_dim()), offset, 0.0, +1, DType::Complex64), device);
+  // (offset + m) theta_c reduced modulo 2 pi in float64 and rounded once to
+  // `dtype`, [N, 1, d]: the phase stays exact however far the position.
+  Tensor angles(int64_t rows, int64_t offset, DType dtype, Device device) const {
+    return cached({0, rows, offset, 0, device, dtype}, [&] {
+      const std::vector<double> theta = frequencies(config().head_dim());
+      const int64_t d = static_cast<int64_t>(theta.size());
+      std::vector<double> phase(static_cast<size_t>(rows * d));
+      for (int64_t m = 0; m < rows; ++m)
+        for (int64_t c = 0; c < d; ++c)
+          phase[static_cast<size_t>(m * d + c)] = std::remainder(static_cast<double>(offset + m) * theta[static_cast<size_t>(c)], 2.0 * M_PI);
+      return ops::to_device(ops::to(from_vector(phase, {rows, 1, d}), dtype), device);
     });
   }
 };
@@ -255,12 +252,9 @@ class ComplexFormerSeed : public PositionScheme {
     const std::vector<Tensor>& p = *a.parameters;
     const Tensor& x = *a.input;
     const Dims shape = q.shape();  // [B, N, H, d]
-    const auto turn = [&](const Tensor& angle_net) {
-      const Tensor angle = reshape(tanh(project(x, angle_net)), shape);
-      return polar(ones(shape, angle.dtype(), angle.device()), angle);
-    };
-    const Tensor gate = reshape(sigmoid(p[2]), {1, 1, config().n_heads, 1});
-    return {(q * gate) * turn(p[0]), k * turn(p[1])};
+    // sigmoid(alpha_h) q exp(i tanh(x angle_q^T)) and k exp(i tanh(x angle_k^T)), one fused polar rotation each
+    return {polar_rotate(q, reshape(project(x, p[0]), shape), sigmoid(p[2]), ops::PolarMagnitude::Identity, ops::PolarAngle::Tanh),
+            polar_rotate(k, reshape(project(x, p[1]), shape), Tensor(), ops::PolarMagnitude::Identity, ops::PolarAngle::Tanh)};
   }
   Tensor distance_bias(const std::vector<Tensor>& layer) const override {
     return reshape(sigmoid(layer.at(3)), {config().n_heads, 1}) * reshape(layer.at(4), {1, config().max_rel_pos + 1});

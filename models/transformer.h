@@ -75,10 +75,13 @@ class Attention : public nn::Module {
   AttentionImpl attention = AttentionImpl::Fused;  // a probe changes no number: its probabilities are computed beside
   std::shared_ptr<AttentionProbe> probe;  // null: nothing is kept (the default)
 
- private:
-  // Queries and keys after the variant's rotation, as real [B, N, H, d] tensors;
-  // `state`: a KV cache's running state of the scheme, or null.
+  // Queries and keys after the variant's rotation, as real [B, N, H, w]
+  // tensors (w: the query/key width); `state`: a KV cache's running state of
+  // the scheme, or null. Public for the side-by-side benchmark of this step
+  // alone (bench/compare_phasor.cpp, workload qk).
   std::pair<Tensor, Tensor> rotated_qk(const Tensor& x, int64_t offset, int64_t origin, Tensor* state) const;
+
+ private:
 
   ModelConfig config_;
   std::shared_ptr<const PositionScheme> scheme_;

@@ -42,6 +42,11 @@ struct AttentionImpl : torch::nn::Module {
 
   // Pre-mask, pre-softmax scores [B, H, N, N], including the ALiBi bias.
   torch::Tensor scores(const torch::Tensor& x, int64_t pos_offset = 0);
+  // Query and key heads after the variant's rotation, [B, H, N, w] each (w:
+  // the query/key width), laid out as interleaved (re, im) pairs so that the
+  // real dot product of two rows is Re(sum_j q'_j conj(k'_j)). Public for the
+  // side-by-side benchmark of this step alone (bench/compare_torch.cpp, workload qk).
+  std::pair<torch::Tensor, torch::Tensor> rotated_qk(const torch::Tensor& x, int64_t pos_offset);
 
   ModelConfig config;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
@@ -54,10 +59,6 @@ struct AttentionImpl : torch::nn::Module {
  private:
   // [B, N, D] -> [B, H, N, d].
   torch::Tensor split_heads(const torch::Tensor& t) const;
-  // Query and key heads after the variant's rotation, [B, H, N, d] each, laid
-  // out as interleaved (re, im) pairs so that the real dot product of two rows
-  // is Re(sum_j q'_j conj(k'_j)).
-  std::pair<torch::Tensor, torch::Tensor> rotated_qk(const torch::Tensor& x, int64_t pos_offset);
 };
 TORCH_MODULE(Attention);
 
