@@ -28,6 +28,7 @@
 #include "autograd/grad_mode.h"
 #include "models/data/corpus.h"
 #include "models/data/dataset.h"
+#include "models/data/tasks.h"
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
 #include "models/probe.h"
@@ -303,7 +304,9 @@ struct Run {
         std::vector<nn::ParamGroup>{{model->decayed_parameters(), o.weight_decay, 1.0}, {model->undecayed_parameters(), 0.0, 1.0}},
         nn::AdamWOptions{o.lr, o.beta1, o.beta2, 1e-8});
     // --batch rows per rank: K ranks read disjoint shards of one global batch of K * batch rows.
-    sampler = std::make_unique<BatchSampler>(data.train, o.batch, o.seq_len, o.seed, world().rank(), world().world_size());
+    // A task's windows start at its examples' boundaries, so each row is one whole example (docs/spec.md, "Training").
+    const WindowStarts starts = is_task(options.data) ? WindowStarts::ExampleBoundaries : WindowStarts::Anywhere;
+    sampler = std::make_unique<BatchSampler>(data.train, o.batch, o.seq_len, o.seed, world().rank(), world().world_size(), starts);
   }
 
   void open_log() {

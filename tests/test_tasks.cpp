@@ -3,11 +3,14 @@
 // (app/evaluate.h).
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "app/evaluate.h"
 #include "models/data/corpus.h"
+#include "models/data/dataset.h"
+#include "models/data/tokenizer.h"
 #include "models/data/task_score.h"
 #include "models/data/tasks.h"
 #include "tensor/error.h"
@@ -130,6 +133,38 @@ TEST_CASE("a task's training text is its seed-1 examples, whole, about 2 MB") {
   CHECK(load_text("flipflop", 500) == text);
   CHECK(load_text("passkey", 100'000).size() == 40 * 100'000);  // at least 40 examples
   CHECK(is_builtin_corpus("recall"));
+}
+
+TEST_CASE("an aligned training window holds one whole example: its inputs the example, its targets the example shifted and the next one's newline") {
+  for (Task task : kAllTasks) {
+    const int64_t length = std::max<int64_t>(task_min_length(task), 17);  // odd: copy's and recall's padding show
+    std::string stream;
+    const std::vector<TaskExample> examples = task_examples(task, length, 9, kTaskTrainSeed);
+    for (const TaskExample& e : examples) stream += whole(e);
+    stream += whole(examples[0]).substr(0, length / 2);  // a cut example at the end, as the held-out split leaves one
+    const std::vector<int64_t> tokens = ByteTokenizer().encode(stream);
+    BatchSampler sampler(tokens, 32, length, 5, 0, 1, WindowStarts::ExampleBoundaries);
+    std::set<std::string> drawn;
+    for (int step = 0; step < 4; ++step) {
+      const Batch b = sampler.next();
+      for (int64_t row = 0; row < b.batch; ++row) {
+        const auto at = [&b, row, length](const std::vector<int64_t>& ids, int64_t from) {
+          std::string out;
+          for (int64_t j = from; j < length; ++j) out += static_cast<char>(ids[static_cast<size_t>(row * length + j)]);
+          return out;
+        };
+        const std::string inputs = at(b.inputs, 0), targets = at(b.targets, 0);
+        CAPTURE(task_name(task));
+        CAPTURE(inputs);
+        const auto example = std::find_if(examples.begin(), examples.end(), [&inputs](const TaskExample& e) { return whole(e) == inputs; });
+        REQUIRE(example != examples.end());
+        CHECK(targets == inputs.substr(1) + "\n");  // the next example starts with its newline
+        drawn.insert(inputs);
+      }
+    }
+    // Every whole example can be drawn (the last, whose target's newline opens the cut one, too); the cut one never.
+    CHECK(drawn.size() == examples.size());
+  }
 }
 
 TEST_CASE("a model that outputs the answer scores 1, one that outputs anything else 0") {

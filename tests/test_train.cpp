@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/data/corpus.h"
+#include "models/data/dataset.h"
 #include "models/model_io.h"
 #include "app/train.h"
 #include "models/transformer.h"
@@ -758,4 +759,34 @@ TEST_CASE("context extension: bad input is one line on stderr, a non-zero exit, 
   refused(train_args(none_run, "--position carope --rope-scaling yarn --rope-factor 2 --steps 2"),
           "--rope-scaling yarn does not apply to a 'carope' model");
   CHECK(!fs::exists(none_run));
+}
+
+// ============================================================== training windows
+
+TEST_CASE("text trains on windows drawn anywhere exactly as before: row i starts at below(T - L) of the i-th draw") {
+  std::vector<int64_t> tokens(1000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(i);
+  BatchSampler sampler(tokens, 8, 16, 42);
+  CHECK(sampler.window_starts() == WindowStarts::Anywhere);  // the default
+  Generator draws(42);
+  for (int step = 0; step < 3; ++step) {
+    const Batch b = sampler.next();
+    for (int64_t row = 0; row < b.batch; ++row)
+      CHECK(b.inputs[static_cast<size_t>(row * 16)] == static_cast<int64_t>(uniform_below(draws, 1000 - 16)));
+  }
+  CHECK(sampler.offset() == draws.offset());
+}
+
+TEST_CASE("train --data TASK draws example-aligned windows; the same bytes from a file train on windows drawn anywhere") {
+  const fs::path folder = fresh_dir("task_windows");
+  const fs::path same_bytes = write_bytes(folder / "copy.txt", load_text("copy", 32));
+  const auto trained_model = [&folder](const std::string& name, const std::string& data) {
+    const fs::path run = folder / name;
+    const Cli c = phasor_cli(train_args(run, "--steps 3 --eval-every 0", {{"--data", data}}));
+    REQUIRE_MESSAGE(c.status == 0, c.err);
+    return read_bytes(latest_folder(run) / "model.safetensors");
+  };
+  const std::string task = trained_model("task", "copy");
+  CHECK(task == trained_model("task_again", "copy"));  // deterministic
+  CHECK(task != trained_model("file", quote(same_bytes)));
 }

@@ -45,12 +45,13 @@ TextSplit separate_texts(std::vector<int64_t> train, std::vector<int64_t> valida
 }
 
 BatchSampler::BatchSampler(std::vector<int64_t> tokens, int64_t batch_size, int64_t seq_len, uint64_t seed,
-                           int64_t rank, int64_t world_size)
+                           int64_t rank, int64_t world_size, WindowStarts starts)
     : tokens_(std::move(tokens)),
       batch_size_(batch_size),
       seq_len_(seq_len),
       rank_(rank),
       world_size_(world_size),
+      starts_(starts),
       gen_(seed) {
   PHASOR_CHECK(batch_size > 0, "BatchSampler: batch_size must be positive, got ", batch_size);
   PHASOR_CHECK(world_size > 0 && rank >= 0 && rank < world_size, "BatchSampler: rank ", rank,
@@ -76,9 +77,16 @@ Batch BatchSampler::next() {
 
   Batch out{std::vector<int64_t>(static_cast<size_t>(batch_size_ * seq_len_)),
             std::vector<int64_t>(static_cast<size_t>(batch_size_ * seq_len_)), batch_size_, seq_len_};
-  const uint64_t starts = tokens_.size() - static_cast<uint64_t>(seq_len_);  // s in [0, T-L-1]
-  for (int64_t row = 0; row < batch_size_; ++row)
-    copy_window(static_cast<int64_t>(uniform_below(rows, starts)), row, out);
+  const auto length = static_cast<uint64_t>(seq_len_);
+  if (starts_ == WindowStarts::Anywhere) {
+    const uint64_t starts = tokens_.size() - length;  // s in [0, T-L-1]
+    for (int64_t row = 0; row < batch_size_; ++row)
+      copy_window(static_cast<int64_t>(uniform_below(rows, starts)), row, out);
+  } else {
+    const uint64_t examples = (tokens_.size() - 1) / length;  // s = L k with s + L <= T - 1
+    for (int64_t row = 0; row < batch_size_; ++row)
+      copy_window(static_cast<int64_t>(length * uniform_below(rows, examples)), row, out);
+  }
   return out;
 }
 

@@ -32,15 +32,23 @@ struct Batch {
   int64_t batch = 0, seq_len = 0;
 };
 
-// Draws batches of random windows: row i starts at s uniform in [0, T-L-1],
-// inputs t[s..s+L-1], targets t[s+1..s+L]. For data parallelism the global
+// Where a training window may start. A task's stream (models/data/tasks.h) is
+// whole examples of exactly L = seq_len tokens, so a window that starts at a
+// multiple of L holds one whole example as its inputs; one that starts anywhere
+// mostly cuts two in half, and the question rarely shares a window with its key.
+enum class WindowStarts { Anywhere, ExampleBoundaries };
+
+// Draws batches of random windows: row i starts at s uniform in [0, T-L-1]
+// (Anywhere) or at s = L * k, k uniform in [0, floor((T-1)/L) - 1]
+// (ExampleBoundaries: the spec's evaluation windows, drawn at random), one
+// draw either way; inputs t[s..s+L-1], targets t[s+1..s+L]. For data parallelism the global
 // batch has world_size * batch_size rows, all drawn from one generator stream;
 // rank r returns rows [r*B, (r+1)*B), so ranks see disjoint, deterministic rows.
 // The whole state is (seed, offset): save both to resume the exact stream.
 class BatchSampler {
  public:
   BatchSampler(std::vector<int64_t> tokens, int64_t batch_size, int64_t seq_len, uint64_t seed,
-               int64_t rank = 0, int64_t world_size = 1);
+               int64_t rank = 0, int64_t world_size = 1, WindowStarts starts = WindowStarts::Anywhere);
 
   Batch next();
 
@@ -52,12 +60,14 @@ class BatchSampler {
   int64_t seq_len() const { return seq_len_; }
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_size_; }
+  WindowStarts window_starts() const { return starts_; }
 
  private:
   void copy_window(int64_t start, int64_t row, Batch& out) const;
 
   std::vector<int64_t> tokens_;
   int64_t batch_size_, seq_len_, rank_, world_size_;
+  WindowStarts starts_;
   Generator gen_;
 };
 
