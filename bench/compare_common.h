@@ -19,7 +19,9 @@
 //             workloads' model FLOP rates
 //   fma-peak  the machine's float32 FMA peak on --threads threads
 //             (bench/fma_peak.h; compare_phasor only: it belongs to the CPU,
-//             not to a library), the other yardstick, the one that is a limit
+//             not to a library), the other yardstick, the one that is a limit;
+//             its line also gives the CPU's rate at its nominal clock
+//             (nominal_gflops_per_s), against which compare_libtorch judges it
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -96,6 +98,15 @@ inline double proc_status_mib(const std::string& field) {
   while (std::getline(in, line))
     if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;  // kB
   return -1.0;
+}
+
+// The 1, 5 and 15 minute load averages of /proc/loadavg (empty where it is
+// missing): every JSON line records them, as the conditions of its figures.
+inline std::vector<double> load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::vector<double> avg(3);
+  if (!(in >> avg[0] >> avg[1] >> avg[2])) return {};
+  return avg;
 }
 
 inline double median(std::vector<double> v) {
@@ -204,7 +215,8 @@ inline void emit(const char* impl, const Options& o, const Timings& t, double ba
                       {"median_cpu_ms", median(t.cpu_ms)},
                       {"tokens_per_s", tokens / (med / 1000.0)},
                       {"peak_rss_mib", proc_status_mib("VmHWM")},
-                      {"base_rss_mib", base_rss_mib}};
+                      {"base_rss_mib", base_rss_mib},
+                      {"load_average", load_average()}};
   if (o.workload == "generate") j["ms_per_token"] = med / tokens;
   if (const double flops = flops_per_rep(o); flops > 0) {
     j["flops_per_rep"] = flops;

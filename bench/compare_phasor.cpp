@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
       ms = C::time_runs(o, [&] { run = bench::fma_peak(o.threads, C::kFmaPeakIters); });
       extra["flops_per_rep"] = run.flops;
       extra["isa"] = run.isa;
+      extra["nominal_gflops_per_s"] = bench::nominal_peak_gflops(o.threads);
       extra["checksum"] = run.checksum;
     } else if (o.workload == "sgemm") {
       const Tensor a = normal({C::kSgemmSize, C::kSgemmSize}, 0.0, 1.0, DType::Float32, &gen);
