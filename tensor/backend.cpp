@@ -1,6 +1,7 @@
 #include "tensor/backend.h"
 
-#include "tensor/cpu/fork.h"
+#include <array>
+
 #include "tensor/device_graph.h"
 #include "tensor/ops.h"
 
@@ -27,6 +28,12 @@ Backend*& slot(DeviceType type) {
   static Backend* table[2] = {nullptr, nullptr};
   return table[static_cast<int>(type)];
 }
+// The hooks every lookup runs first; a fixed array, read without a lock (all
+// are registered by register_all, before the first lookup returns).
+std::array<BeforeOpHook, 4>& before_op_hooks() {
+  static std::array<BeforeOpHook, 4> hooks{};
+  return hooks;
+}
 DeviceGraphMaker& graph_maker(DeviceType type) {
   static DeviceGraphMaker table[2] = {nullptr, nullptr};
   return table[static_cast<int>(type)];
@@ -43,9 +50,23 @@ void register_all() {
 
 void register_backend(DeviceType type, Backend* backend) { slot(type) = backend; }
 
+void register_before_op(BeforeOpHook hook) {
+  for (BeforeOpHook& h : before_op_hooks()) {
+    if (h == hook) return;
+    if (h == nullptr) {
+      h = hook;
+      return;
+    }
+  }
+  fail("register_before_op: more than ", before_op_hooks().size(), " hooks");
+}
+
 Backend& backend(Device device) {
   register_all();
-  cpu::settle_after_fork();  // a forked child's first op drops it to one thread (tensor/cpu/fork.h)
+  for (BeforeOpHook h : before_op_hooks()) {
+    if (h == nullptr) break;
+    h();
+  }
   Backend* b = slot(device.type);
   PHASOR_CHECK(b != nullptr, "device ", device, " is not available (Phasor was built without CUDA or no GPU is present)");
   return *b;

@@ -106,6 +106,11 @@ class Backend {
 };
 
 void register_backend(DeviceType type, Backend* backend);
+// A function every backend lookup calls first, whatever the device (the CPU
+// backend's: a forked child's first op drops it to one thread,
+// tensor/cpu/fork.h). At most a few; registered once, at a backend's registration.
+using BeforeOpHook = void (*)();
+void register_before_op(BeforeOpHook hook);
 // The kernels of `device`; an error when that device is not available.
 Backend& backend(Device device);
 // The device an op computes on: that of `t` and every defined tensor in

@@ -10,7 +10,11 @@ Backend* backend_instance() {
   return &backend;
 }
 
-// Called by the registry (tensor/backend.cpp) on its first lookup.
-void register_cpu() { register_backend(DeviceType::CPU, backend_instance()); }
+// Called by the registry (tensor/backend.cpp) on its first lookup. The
+// after-fork rule runs before every op, on any device (tensor/cpu/fork.h).
+void register_cpu() {
+  register_backend(DeviceType::CPU, backend_instance());
+  register_before_op(&settle_after_fork);
+}
 
 }  // namespace phasor::cpu
