@@ -6,6 +6,7 @@
 # include: printing once called Tensor::to, defined in autograd/).
 #   ground_floor.sh SOURCE_DIR "OBJECT;OBJECT;..."   (the phasor library's objects)
 set -euo pipefail
+export LC_ALL=C  # sort and comm agree on one order
 src=$1
 IFS=';' read -r -a objects <<< "$2"
 status=0
