@@ -10,6 +10,19 @@
 
 namespace phasor {
 
+// kPositionVariants (config.h) holds every Position once, in the enum's order
+// (None is the last enumerator): a row missing, added out of order or left
+// empty fails to compile here.
+namespace {
+constexpr bool variants_in_enum_order() {
+  for (size_t i = 0; i < kPositionVariants.size(); ++i)
+    if (kPositionVariants[i].position != static_cast<Position>(i) || kPositionVariants[i].name.empty()) return false;
+  return static_cast<size_t>(Position::None) + 1 == kPositionVariants.size();
+}
+static_assert(variants_in_enum_order(), "kPositionVariants: one row per Position, in the enum's order");
+}  // namespace
+
+
 static_assert([] {
   for (size_t i = 0; i < kPositionVariants.size(); ++i)
     if (static_cast<size_t>(kPositionVariants[i].position) != i) return false;

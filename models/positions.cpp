@@ -320,6 +320,8 @@ std::shared_ptr<const PositionScheme> make(const ModelConfig& c, const PositionS
 constexpr std::array<std::shared_ptr<const PositionScheme> (*)(const ModelConfig&, const PositionScaling&), kPositionVariants.size()> kSchemes = {
     make<ComplexFormer>, make<Rope>, make<XPos>, make<CARoPE>, make<Pope>, make<ComplexFormerSeed>, make<Alibi>, make<Sinusoidal>, make<Learned>, make<NoPositions>,
 };
+// std::array fills a short initializer with nulls: a variant left out fails here instead.
+static_assert(std::ranges::none_of(kSchemes, [](auto maker) { return maker == nullptr; }), "kSchemes: one maker per variant");
 
 }  // namespace
 

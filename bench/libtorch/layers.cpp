@@ -107,6 +107,14 @@ Rotated complexformer_seed(const RotationInput& in) {
 constexpr std::array<Rotated (*)(const RotationInput&), kPositionVariants.size()> kRotations = {
     complexformer, rope, xpos, carope, pope, complexformer_seed, nullptr, nullptr, nullptr, nullptr,
 };
+// A rotation exactly where the variant turns q and k: a row left out (a null
+// from std::array's short initializer) fails here instead of skipping it.
+constexpr bool rotations_match_variants() {
+  for (size_t i = 0; i < kRotations.size(); ++i)
+    if ((kRotations[i] != nullptr) != (kPositionVariants[i].rotary || kPositionVariants[i].complex_components)) return false;
+  return true;
+}
+static_assert(rotations_match_variants(), "kRotations: one rotation per rotating variant, in kPositionVariants' order");
 
 }  // namespace
 
