@@ -139,6 +139,18 @@ PositionScaling training_scaling(const TrainOptions& o, const PositionScaling& r
 
 namespace {
 
+// `--precision auto` becomes the precision it picks on the run's device, which
+// the config and the checkpoints then record; returns how the run's opening
+// line states it (why auto chose it, or that bf16 will be slower on this CPU).
+std::string settle_precision(TrainOptions& o) {
+  PHASOR_CHECK(o.precision == "float32" || o.precision == "bf16" || o.precision == "auto",
+               "train: precision must be 'float32', 'bf16' or 'auto', got '", o.precision, "'");
+  const DeviceType device = o.device == "cpu" ? DeviceType::CPU : DeviceType::CUDA;
+  std::string text = nn::describe_precision(o.precision, device);
+  o.precision = nn::precision_name(nn::resolve_precision(o.precision, device));
+  return text;
+}
+
 std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted.store(true); }
 
@@ -430,6 +442,7 @@ struct Run {
   std::string previous_checkpoint_;
   bool config_changed = false;  // config.json no longer describes the run (resumed with other steps or precision)
   std::string opening_note;     // said with the run's opening line (a resumed run's schedule)
+  std::string precision_text;   // the precision as the opening line states it (settle_precision)
 };
 
 TrainSummary run_loop(Run& run) {
@@ -461,7 +474,8 @@ TrainSummary run_loop(Run& run) {
                  std::string(position_name(m.position)).c_str(), static_cast<long>(m.d_model), static_cast<long>(m.n_layers),
                  static_cast<long>(m.n_heads), static_cast<long>(m.d_ff), static_cast<long>(parameter_count(m)),
                  static_cast<long>(first_step + 1), static_cast<long>(o.steps), static_cast<long>(o.batch * comm.world_size()),
-                 static_cast<long>(o.seq_len), o.device.c_str(), o.precision.c_str(), o.run_dir.c_str());
+                 static_cast<long>(o.seq_len), o.device.c_str(), run.precision_text.empty() ? o.precision.c_str() : run.precision_text.c_str(),
+                 o.run_dir.c_str());
   };
   const nn::PrecisionScope precision(nn::parse_precision(o.precision));  // the forward passes; backward follows what they recorded
   // Each step's loss and norm stay on the device until the host needs them
@@ -636,18 +650,23 @@ std::string latest_checkpoint(const std::string& run_dir) {
   return run_dir + "/" + name;
 }
 
-TrainSummary train(const TrainOptions& options) {
+TrainSummary train(const TrainOptions& requested) {
+  TrainOptions options = requested;
+  const std::string precision_text = settle_precision(options);
   validate(options);
   PHASOR_CHECK(latest_checkpoint(options.run_dir).empty(), "train: '", options.run_dir,
                "' already holds a run; use --resume to continue it or choose another --run-dir");
   // Data and model first: a bad input must not leave a run folder behind.
   Run run(options);
+  run.precision_text = precision_text;
   if (world().is_root()) {  // rank 0 alone writes files
     std::error_code ec;
     fs::create_directories(options.run_dir, ec);
     PHASOR_CHECK(!ec && fs::is_directory(options.run_dir), "train: cannot create run folder '", options.run_dir, "'",
                  ec ? ": " + ec.message() : "");
-    write_file_atomic(options.run_dir + "/config.json", to_json(run.options).dump(2) + "\n");
+    nlohmann::json config = to_json(run.options);
+    if (requested.precision == "auto") config["precision"] = run.options.precision;  // what auto chose, float32 included
+    write_file_atomic(options.run_dir + "/config.json", config.dump(2) + "\n");
     // The held-out text, so `phasor eval` can score exactly what validation saw.
     write_file_atomic(options.run_dir + "/validation.txt", ByteTokenizer().decode(run.data.validation));
   }
@@ -708,6 +727,7 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const Resum
   else if (total_steps > 0) options.steps = total_steps;
   if (!changes.precision.empty()) options.precision = changes.precision;  // float32 weights either way: a run may change precision
   if (!changes.data.empty()) options.data = changes.data;  // found again by Run, which checks that it is the same text
+  const std::string precision_text = settle_precision(options);
   validate(options);
   // The file must be a Phasor model (as info, eval and generate require), its
   // tensors must match the config before a model of the config's size is built,
@@ -731,6 +751,7 @@ TrainSummary resume(const std::string& run_dir, int64_t total_steps, const Resum
   run.previous_checkpoint_ = fs::path(dir).filename().string();
   run.open_log();
   run.opening_note = extended;
+  run.precision_text = precision_text;
   return run_loop(run);
 }
 

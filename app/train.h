@@ -40,7 +40,7 @@ struct TrainOptions {
   bool log_heads = false;      // per-head CMHA statistics in the log
   bool cuda_graph = false;     // capture one step as a CUDA Graph and replay it (app/step_graph.h)
   std::string device = "cpu";  // cpu or cuda (the CUDA backend, one GPU)
-  std::string precision = "float32";  // float32 or bf16 (nn/precision.h); a resumed run may change it
+  std::string precision = "float32";  // float32, bf16 or auto (nn/precision.h: resolve_precision); a resumed run may change it
   int64_t angle_warmup = 0;   // the seed's angle warm-up: position phases times min(1, (step + 1) / N) (0: off)
   std::string init_from;      // a model file whose config and weights the run starts from (fine-tuning)
   // Context extension the run trains with (models/rotary_scaling.h); recorded in its checkpoints.
@@ -91,7 +91,8 @@ inline constexpr Field<TrainOptions> kTrainOptionFields[] = {
     {"threads",       &TrainOptions::threads,       Bound::NonNegative,  1024,      "CPU threads (0: all cores; at most 1024, and no more than the cores available)"},
     {"device",        &TrainOptions::device,        Bound::Any,          0,         "cpu|cuda: where to train (cuda needs a GPU and a CUDA build)"},
     {"precision",     &TrainOptions::precision,     Bound::Any,          0,
-     "float32|bf16: bf16 runs the weight GEMMs in bfloat16 with float32 accumulation (mixed precision; may change on --resume)"},
+     "float32|bf16|auto: bf16 runs the weight GEMMs in bfloat16 with float32 accumulation (mixed precision; may change on --resume); "
+     "auto picks bf16 on a GPU or a CPU with bf16 arithmetic (AVX512-BF16 or AMX), float32 elsewhere (default float32)"},
     {"log_heads",     &TrainOptions::log_heads,     Bound::Any,          1,
      "record per-head delta / phase_bias / beta and |dL/dr|, |dL/dphi| at the Euler transform", Flag::Switch},
     {"cuda_graph",    &TrainOptions::cuda_graph,    Bound::Any,          1,

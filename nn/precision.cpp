@@ -1,5 +1,10 @@
 #include "nn/precision.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +26,43 @@ Precision parse_precision(std::string_view name) {
   if (name == "float32") return Precision::Float32;
   if (name == "bf16") return Precision::BFloat16;
   fail("unknown precision '", std::string(name), "': expected float32 or bf16");
+}
+
+bool cpu_has_bf16_arithmetic() {
+  if (const char* forced = std::getenv("PHASOR_CPU_BF16"); forced != nullptr && *forced != '\0') {
+    const std::string_view v(forced);
+    PHASOR_CHECK(v == "0" || v == "1", "PHASOR_CPU_BF16 must be 0 or 1 (or unset), got '", v, "'");
+    return v == "1";
+  }
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool amx_bf16 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22)) != 0;  // CPUID.7.0:EDX[22]
+    return __builtin_cpu_supports("avx512bf16") || amx_bf16;
+  }();
+  return have;
+#else
+  return false;
+#endif
+}
+
+Precision resolve_precision(std::string_view name, DeviceType device) {
+  if (name == "auto") return device != DeviceType::CPU || cpu_has_bf16_arithmetic() ? Precision::BFloat16 : Precision::Float32;
+  PHASOR_CHECK(name == "float32" || name == "bf16", "unknown precision '", std::string(name), "': expected float32, bf16 or auto");
+  return parse_precision(name);
+}
+
+std::string describe_precision(std::string_view name, DeviceType device) {
+  const Precision p = resolve_precision(name, device);
+  const bool cpu = device == DeviceType::CPU;
+  std::string text = precision_name(p);
+  if (name == "auto")
+    text += !cpu                          ? " (auto: a GPU)"
+            : p == Precision::BFloat16 ? " (auto: this CPU has bf16 arithmetic, AVX512-BF16 or AMX)"
+                                       : " (auto: this CPU has no bf16 arithmetic, AVX512-BF16 or AMX)";
+  else if (p == Precision::BFloat16 && cpu && !cpu_has_bf16_arithmetic())
+    text += " (slower than float32 here: this CPU has no bf16 arithmetic, AVX512-BF16 or AMX, so bf16 only adds conversions)";
+  return text;
 }
 
 DType compute_dtype(Precision precision, OpClass op) {

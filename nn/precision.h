@@ -15,6 +15,7 @@
 // back float32), the optimizer's state and the master weights. Generation
 // through a KV cache keeps the cache, and so attention's inputs, float32. A
 // checkpoint is float32 either way, so a run may change precision when it resumes.
+#include <string>
 #include <string_view>
 
 #include "tensor/tensor.h"
@@ -24,6 +25,23 @@ namespace phasor::nn {
 enum class Precision { Float32, BFloat16 };
 const char* precision_name(Precision p);  // "float32", "bf16"
 Precision parse_precision(std::string_view name);  // the inverse; throws phasor::Error naming both
+
+// Whether this CPU computes in bfloat16 (AVX512-BF16 or AMX-BF16). Without
+// either, bf16 only adds conversions: a step is slower than float32's
+// (docs/benchmarks.md). PHASOR_CPU_BF16=1 or 0 overrides the detection, so
+// that both answers can be tested on any machine.
+bool cpu_has_bf16_arithmetic();
+
+// `--precision auto|float32|bf16` on `device`: auto is bf16 on a GPU or on a
+// CPU with bf16 arithmetic, float32 elsewhere. Throws phasor::Error naming the
+// three for any other name.
+Precision resolve_precision(std::string_view name, DeviceType device);
+
+// How a run states the precision it resolved `name` to: "float32", or with
+// why auto chose it ("bf16 (auto: this CPU has bf16 arithmetic)"), or with a
+// warning where bf16 was asked of a CPU without bf16 arithmetic ("bf16 (slower
+// than float32 here: ...)").
+std::string describe_precision(std::string_view name, DeviceType device);
 
 // The kinds of op a model is made of, as the policy sees them.
 enum class OpClass {

@@ -1,5 +1,7 @@
 // Mixed precision (nn/precision.h): bfloat16 GEMMs with float32 accumulation,
 // their gradients, the policy, and a model trained under it against float32.
+#include <nlohmann/json.hpp>
+
 #include "helpers.h"
 #include "nn/optim.h"
 #include "nn/precision.h"
@@ -230,4 +232,75 @@ TEST_CASE("weight_product rounds a weight once while it is unchanged, and again 
   // Decoding a token (here 1 x 64 x 32 = 2^11 multiply-adds) stays float32.
   const Tensor row = ops::narrow(x, 0, 0, 1);
   CHECK(max_abs_diff(nn::weight_product(row, w), ops::matmul(row, w, MatOp::None, MatOp::Transpose)) == 0.0);
+}
+
+// ------------------------------------------------------- --precision auto
+
+namespace {
+
+// Sets PHASOR_CPU_BF16 (nn::cpu_has_bf16_arithmetic's override) for a scope; nullptr unsets it.
+class CpuBf16Override {
+ public:
+  explicit CpuBf16Override(const char* value) {
+    if (const char* old = std::getenv("PHASOR_CPU_BF16")) saved_ = old, had_ = true;
+    value ? setenv("PHASOR_CPU_BF16", value, 1) : unsetenv("PHASOR_CPU_BF16");
+  }
+  ~CpuBf16Override() { had_ ? setenv("PHASOR_CPU_BF16", saved_.c_str(), 1) : unsetenv("PHASOR_CPU_BF16"); }
+
+ private:
+  std::string saved_;
+  bool had_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("--precision auto: bf16 on a GPU or a CPU with bf16 arithmetic, float32 elsewhere; bf16 where it is slower says so") {
+  {
+    const CpuBf16Override none("0");
+    CHECK(!nn::cpu_has_bf16_arithmetic());
+    CHECK(nn::resolve_precision("auto", DeviceType::CPU) == nn::Precision::Float32);
+    CHECK(nn::resolve_precision("auto", DeviceType::CUDA) == nn::Precision::BFloat16);
+    CHECK(nn::resolve_precision("bf16", DeviceType::CPU) == nn::Precision::BFloat16);  // as asked
+    CHECK(nn::describe_precision("auto", DeviceType::CPU) == "float32 (auto: this CPU has no bf16 arithmetic, AVX512-BF16 or AMX)");
+    CHECK(contains(nn::describe_precision("bf16", DeviceType::CPU), "bf16 (slower than float32 here"));
+    CHECK(nn::describe_precision("bf16", DeviceType::CUDA) == "bf16");
+    CHECK(nn::describe_precision("float32", DeviceType::CPU) == "float32");
+  }
+  {
+    const CpuBf16Override some("1");
+    CHECK(nn::cpu_has_bf16_arithmetic());
+    CHECK(nn::resolve_precision("auto", DeviceType::CPU) == nn::Precision::BFloat16);
+    CHECK(nn::describe_precision("auto", DeviceType::CPU) == "bf16 (auto: this CPU has bf16 arithmetic, AVX512-BF16 or AMX)");
+    CHECK(nn::describe_precision("bf16", DeviceType::CPU) == "bf16");
+  }
+  {
+    const CpuBf16Override bad("yes");
+    CHECK(contains(error_of([] { nn::cpu_has_bf16_arithmetic(); }), "PHASOR_CPU_BF16 must be 0 or 1"));
+  }
+  CHECK(contains(error_of([] { nn::resolve_precision("fp16", DeviceType::CPU); }), "expected float32, bf16 or auto"));
+}
+
+TEST_CASE("train --precision auto and bf16: the opening line says which and why, the config records it") {
+  const fs::path root = fresh_folder(scratch_root("precision_auto", /*remove_at_exit=*/true));
+  const fs::path data = write_bytes(root / "data.txt", sample_text(4096));
+  const auto train = [&](const std::string& cpu_bf16, const std::string& precision, const std::string& name) {
+    const std::string args = " train --d-model 32 --n-layers 1 --n-heads 2 --d-ff 64 --seq-len 32 --batch 4 --threads 1 --steps 2 --data " +
+                             quote(data) + " --run-dir " + quote(root / name) + " --precision " + precision;
+    const Cli r = run_shell("PHASOR_CPU_BF16=" + cpu_bf16 + " " + phasor_command() + args, root);
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    const nlohmann::json config = nlohmann::json::parse(read_bytes(root / name / "config.json"));
+    return std::make_pair(r.err.substr(0, r.err.find('\n')), config.value("precision", std::string("float32 (absent)")));
+  };
+  const auto picked_bf16 = train("1", "auto", "auto_bf16");
+  CHECK_MESSAGE(contains(picked_bf16.first, ", bf16 (auto: this CPU has bf16 arithmetic"), picked_bf16.first);
+  CHECK(picked_bf16.second == "bf16");
+  const auto picked_f32 = train("0", "auto", "auto_f32");
+  CHECK_MESSAGE(contains(picked_f32.first, ", float32 (auto: this CPU has no bf16 arithmetic"), picked_f32.first);
+  CHECK(picked_f32.second == "float32");
+  const auto slower = train("0", "bf16", "bf16_slow");
+  CHECK_MESSAGE(contains(slower.first, ", bf16 (slower than float32 here"), slower.first);
+  CHECK(slower.second == "bf16");
+  const auto pays = train("1", "bf16", "bf16_pays");
+  CHECK_MESSAGE(contains(pays.first, ", bf16; run folder"), pays.first);
+  CHECK(!contains(pays.first, "slower"));
 }
