@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -27,14 +28,20 @@ std::string mean_sd(const SeedStats& s, const char* fmt = "%.4f") {
   return format_number(fmt, s.mean()) + " ± " + format_number(fmt, s.sd()) + (s.values.size() < 2 ? " (n=1)" : "");
 }
 
-// "+0.0123*" : the difference of means, starred when it exceeds twice its
-// standard error (Welch; with 3 seeds a rough screen, not a significance test).
+// variant − reference paired seed by seed: "+0.0123 ± 0.0045 [+0.0027, +0.0219]",
+// the mean difference ± its standard error [95% interval, t with n − 1 dof],
+// starred when the interval leaves out 0; "–" where no seed pairs up.
 std::string difference(const SeedStats& a, const SeedStats& b, const char* fmt = "%+.4f") {
-  if (a.values.empty() || b.values.empty()) return "–";
-  const double d = a.mean() - b.mean();
-  const double se = std::hypot(a.standard_error(), b.standard_error());
-  return format_number(fmt, d) + (se > 0 && std::abs(d) > 2 * se ? "*" : "");
+  const std::optional<PairedDifference> d = paired_difference(a, b);
+  if (!d) return "–";
+  return d->format(fmt) + (d->excludes_zero() ? "*" : "");
 }
+
+// What every difference in the report is, said once before its first table.
+constexpr const char* kDifferenceLegend =
+    "Differences are variant − rope paired seed by seed (the same seed: the same initialisation stream and batch order), "
+    "negative = lower loss than rope: the mean of the per-seed differences ± its standard error, then its 95% interval "
+    "(t with seeds − 1 degrees of freedom); `*` marks an interval that leaves out 0.";
 
 struct Results {
   SweepPlan plan;
@@ -59,19 +66,19 @@ Results read_results(const std::string& out_dir) {
     }
     const CellResult j = read_cell_result(path);  // every field range-checked, naming the file
     const std::string& v = cell.variant.name;
-    r.loss[cell.task][v].values.push_back(j.loss_at(std::to_string(r.plan.seq_len())));
-    r.params[cell.task][v].values.push_back(j.parameters);
-    if (j.exact_match) r.exact[cell.task][v].values.push_back(*j.exact_match);
+    r.loss[cell.task][v].add(cell.seed, j.loss_at(std::to_string(r.plan.seq_len())));
+    r.params[cell.task][v].add(cell.seed, j.parameters);
+    if (j.exact_match) r.exact[cell.task][v].add(cell.seed, *j.exact_match);
     if (cell.long_context) {
       auto& table = r.long_context[cell.task];
-      for (int64_t length : r.plan.eval_lengths) table[v][length].values.push_back(j.loss_at(std::to_string(length)));
+      for (int64_t length : r.plan.eval_lengths) table[v][length].add(cell.seed, j.loss_at(std::to_string(length)));
       // A context extension's row ("rope+yarn"): the model itself at the training length (S = 1), stretched past it.
       for (const std::string& method : r.plan.scalings_of(cell.variant)) {
         const std::string key = std::to_string(r.plan.eval_lengths.back()) + "+" + method;
         if (!j.loss.contains(key)) continue;  // a variant that cannot take this method
         for (int64_t length : r.plan.eval_lengths) {
           const std::string at = length == r.plan.seq_len() ? std::to_string(length) : std::to_string(length) + "+" + method;
-          table[v + "+" + method][length].values.push_back(j.loss_at(at));
+          table[v + "+" + method][length].add(cell.seed, j.loss_at(at));
         }
       }
     }
@@ -116,8 +123,7 @@ void write_main_table(std::ostream& md, const Results& r) {
       md << " " << (r.exact.at("arith").count(v.name) ? mean_sd(r.exact.at("arith").at(v.name), "%.3f") : "–") << " |";
     md << "\n";
   }
-  md << "\nDifference against rope (variant − rope; negative = better; `*` = larger than twice its standard error, "
-        "i.e. larger than the seed noise):\n\n| variant |";
+  md << "\n" << kDifferenceLegend << "\n\n| variant − rope |";
   for (const auto& t : p.tasks) md << " " << t << " |";
   if (r.exact.count("arith")) md << " arith exact match |";
   md << "\n|---|";
@@ -143,9 +149,11 @@ void write_main_table(std::ostream& md, const Results& r) {
   md << "\n";
 }
 
-// One table per task evaluated past the training length: each variant (and
-// each of its context extensions) per length, then its difference from rope.
-// The plot is of the long-context task (or the first such task).
+// One pair of tables per task evaluated past the training length: each
+// variant (and each of its context extensions) per length, then its paired
+// difference from rope per length. The plots (loss with its standard error,
+// and the difference with its 95% interval) are of the long-context task (or
+// the first such task).
 void write_long_context(std::ostream& md, const Results& r, const std::string& out_dir) {
   const SweepPlan& p = r.plan;
   std::vector<std::string> rows;  // each variant, then its context extensions ("rope+yarn")
@@ -153,17 +161,21 @@ void write_long_context(std::ostream& md, const Results& r, const std::string& o
     rows.push_back(v.name);
     for (const std::string& method : p.scalings_of(v)) rows.push_back(v.name + "+" + method);
   }
+  const auto header = [&](const std::string& first) {
+    md << "| " << first << " |";
+    for (int64_t l : p.eval_lengths) md << " " << l << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < p.eval_lengths.size(); ++i) md << "---|";
+    md << "\n";
+  };
   bool plotted = false;
   for (const std::string& task : p.tasks) {
     if (!r.long_context.count(task)) continue;
     const auto& table = r.long_context.at(task);
-    md << "## Long context: `" << task << "` loss against evaluation length (trained at " << p.seq_len() << ")\n\n| variant |";
-    for (int64_t l : p.eval_lengths) md << " " << l << " |";
-    for (int64_t l : p.eval_lengths) md << " − rope at " << l << " |";
-    md << "\n|---|";
-    for (size_t i = 0; i < 2 * p.eval_lengths.size(); ++i) md << "---|";
-    md << "\n";
-    std::vector<LineSeries> series;
+    md << "## Long context: `" << task << "` loss against evaluation length (trained at " << p.seq_len() << ")\n\n"
+       << "Mean ± sd over seeds (nats/byte):\n\n";
+    header("variant");
+    std::vector<LineSeries> losses, differences;
     for (const std::string& row : rows) {
       if (!table.count(row)) continue;
       md << "| " << row << " |";
@@ -172,17 +184,39 @@ void write_long_context(std::ostream& md, const Results& r, const std::string& o
         const SeedStats& st = table.at(row).at(l);
         md << " " << mean_sd(st, "%.3f") << " |";
         s.points.push_back({static_cast<double>(l), st.mean()});
+        s.errors.push_back(st.standard_error());
       }
-      for (int64_t l : p.eval_lengths)
-        md << " " << (row == "rope" || !table.count("rope") ? "" : difference(table.at(row).at(l), table.at("rope").at(l), "%+.3f")) << " |";
       md << "\n";
-      series.push_back(std::move(s));
+      losses.push_back(std::move(s));
     }
-    if (!series.empty() && !plotted && (task == p.long_context_task || !r.long_context.count(p.long_context_task))) {
+    if (table.count("rope")) {
+      md << "\n" << kDifferenceLegend << "\n\n";
+      header("variant − rope");
+      for (const std::string& row : rows) {
+        if (row == "rope" || !table.count(row)) continue;
+        md << "| " << row << " |";
+        LineSeries s{row + " − rope", {}, {}};
+        for (int64_t l : p.eval_lengths) {
+          md << " " << difference(table.at(row).at(l), table.at("rope").at(l), "%+.3f") << " |";
+          const std::optional<PairedDifference> d = paired_difference(table.at(row).at(l), table.at("rope").at(l));
+          if (d && d->has_interval()) s.points.push_back({static_cast<double>(l), d->mean}), s.errors.push_back(d->half_width);
+        }
+        md << "\n";
+        if (!s.points.empty()) differences.push_back(std::move(s));
+      }
+    }
+    if (!losses.empty() && !plotted && (task == p.long_context_task || !r.long_context.count(p.long_context_task))) {
+      const std::string trained = " (trained at " + std::to_string(p.seq_len()) + ")";
       write_text_atomically(out_dir + "/long_context.svg",
-                            line_chart_svg("Loss against evaluation length on " + task + " (trained at " + std::to_string(p.seq_len()) + ")",
-                                           series, "evaluation length (tokens)", "loss (nats/byte)", svg::XScale::Log2));
+                            line_chart_svg("Loss against evaluation length on " + task + trained + ", ± standard error over seeds",
+                                           losses, "evaluation length (tokens)", "loss (nats/byte)", svg::XScale::Log2));
       md << "\n![loss against evaluation length](long_context.svg)\n";
+      if (!differences.empty()) {
+        write_text_atomically(out_dir + "/long_context_difference.svg",
+                              line_chart_svg("Variant − rope on " + task + trained + ", paired over seeds, 95% interval", differences,
+                                             "evaluation length (tokens)", "variant − rope (nats/byte)", svg::XScale::Log2));
+        md << "\n![variant − rope against evaluation length, 95% intervals](long_context_difference.svg)\n";
+      }
       plotted = true;
     }
     md << "\n";
@@ -196,7 +230,7 @@ void write_efficiency(std::ostream& md, const Results& r) {
   if (!r.loss.count(t)) return;
   const auto& loss = r.loss.at(t);
   const auto& params = r.params.at(t);
-  md << "## Parameter efficiency (`" << t << "`)\n\n| model | parameters | loss | − rope |\n|---|---|---|---|\n";
+  md << "## Parameter efficiency (`" << t << "`)\n\n| model | parameters | loss | − rope (paired, ± se [95% interval]) |\n|---|---|---|---|\n";
   std::vector<std::string> names = {"rope"};
   // Each full-size variant beside its smaller twins of the efficiency list.
   for (const auto& v : p.variants)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -46,7 +47,7 @@ ScaleResults read_scale_results(const std::string& out_dir) {
     }
     const CellResult j = read_cell_result(path);  // every field range-checked, naming the file
     for (int64_t length : cell.long_context ? r.plan.eval_lengths : std::vector<int64_t>{r.plan.seq_len()})
-      r.loss[cell.task][cell.size.name][cell.variant.name][length].values.push_back(j.loss_at(std::to_string(length)));
+      r.loss[cell.task][cell.size.name][cell.variant.name][length].add(cell.seed, j.loss_at(std::to_string(length)));
     r.parameters[cell.size.name][cell.variant.name] = j.parameters;
     r.cell_seconds[cell.size.name].values.push_back(j.train_seconds);
   }
@@ -68,21 +69,15 @@ const SeedStats* loss_of(const ScaleResults& r, const std::string& task, const s
   return by_length.count(length) ? &by_length.at(length) : nullptr;
 }
 
-// variant - rope at one size: the difference of the seed means and its
-// standard error (the two sets of seeds taken as independent).
-struct Gap {
-  double mean = 0, se = 0;
-  size_t seeds = 0;  // the fewer of the two variants' seeds
-  // One seed of either variant gives no standard error: such a gap is printed
-  // "(n=1)" and left out of the plots and the fit.
-  bool has_standard_error() const { return seeds >= 2; }
-};
-bool gap_of(const ScaleResults& r, const std::string& task, const std::string& size, const std::string& variant, Gap& gap) {
-  const SeedStats* a = loss_of(r, task, size, variant, r.plan.seq_len());
-  const SeedStats* b = loss_of(r, task, size, kBaseline, r.plan.seq_len());
-  if (!a || !b) return false;
-  gap = {a->mean() - b->mean(), std::hypot(a->standard_error(), b->standard_error()), std::min(a->values.size(), b->values.size())};
-  return true;
+// variant - rope at one size and length, paired seed by seed. A gap from a
+// single pair has no standard error: it is printed "(n=1)" and left out of the
+// plots and the fit.
+std::optional<PairedDifference> gap_of(const ScaleResults& r, const std::string& task, const std::string& size, const std::string& variant,
+                                       int64_t length) {
+  const SeedStats* a = loss_of(r, task, size, variant, length);
+  const SeedStats* b = loss_of(r, task, size, kBaseline, length);
+  if (!a || !b) return std::nullopt;
+  return paired_difference(*a, *b);
 }
 
 double rope_parameters(const ScaleResults& r, const std::string& size) {
@@ -167,26 +162,28 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
   std::vector<std::string> others;
   for (const SweepVariant& v : p.variants)
     if (v.name != kBaseline) others.push_back(v.name);
-  md << "### The gap to RoPE against parameters (at the training length, " << p.seq_len() << ")\n\n"
-     << "Variant − rope in nats/byte (negative: the variant is better), the difference of the seed means ± its standard error "
-     << "(the two variants' standard errors added in quadrature). A gap from a single seed of either variant has no standard "
-     << "error: it reads (n=1), and stays out of the plots and the fit.\n\n| task | size | parameters (rope) |";
+  md << "### The gap to RoPE against parameters\n\n"
+     << "Variant − rope in nats/byte (negative: the variant is better), paired seed by seed (the same seed: the same "
+     << "initialisation stream and batch order): the mean of the per-seed differences ± its standard error, then its 95% "
+     << "interval (t with seeds − 1 degrees of freedom); `*` marks an interval that leaves out 0. A gap from a single seed "
+     << "has no standard error: it reads (n=1), and stays out of the plots and the fit. The plots and the fit are at the "
+     << "training length, " << p.seq_len() << ".\n\n| task | size | parameters (rope) | length |";
   for (const auto& v : others) md << " " << v << " − rope |";
-  md << "\n|---|---|---|";
+  md << "\n|---|---|---|---|";
   for (size_t i = 0; i < others.size(); ++i) md << "---|";
   md << "\n";
   for (const auto& task : p.tasks)
-    for (const SweepSize& s : p.sizes) {
-      const double params = rope_parameters(r, s.name);
-      md << "| " << task << " | " << s.name << " | " << (params > 0 ? format_number("%.0f", params) : "–") << " |";
-      for (const auto& v : others) {
-        Gap g;
-        if (!gap_of(r, task, s.name, v, g)) md << " – |";
-        else if (!g.has_standard_error()) md << " " << format_number("%+.4f", g.mean) << " (n=1) |";
-        else md << " " << format_number("%+.4f", g.mean) << " ± " << format_number("%.4f", g.se) << " |";
+    for (const SweepSize& s : p.sizes)
+      for (int64_t length : p.eval_lengths) {
+        if (!loss_of(r, task, s.name, kBaseline, length) && length != p.seq_len()) continue;  // not evaluated there
+        const double params = rope_parameters(r, s.name);
+        md << "| " << task << " | " << s.name << " | " << (params > 0 ? format_number("%.0f", params) : "–") << " | " << length << " |";
+        for (const auto& v : others) {
+          const std::optional<PairedDifference> g = gap_of(r, task, s.name, v, length);
+          md << " " << (g ? g->format() + (g->excludes_zero() ? "*" : "") : "–") << " |";
+        }
+        md << "\n";
       }
-      md << "\n";
-    }
   md << "\n";
 
   // One plot per task; the series are shifted sideways by a few hundredths of
@@ -197,16 +194,15 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
       LineSeries line{others[i] + " − rope", {}, {}};
       const double shift = std::pow(10.0, 0.02 * (static_cast<double>(i) - static_cast<double>(others.size() - 1) / 2));
       for (const SweepSize& s : p.sizes) {
-        Gap g;
+        const std::optional<PairedDifference> g = gap_of(r, task, s.name, others[i], p.seq_len());
         const double params = rope_parameters(r, s.name);
-        if (params > 0 && gap_of(r, task, s.name, others[i], g) && g.has_standard_error())
-          line.points.push_back({params * shift, g.mean}), line.errors.push_back(g.se);
+        if (params > 0 && g && g->has_interval()) line.points.push_back({params * shift, g->mean}), line.errors.push_back(g->se);
       }
       if (!line.points.empty()) series.push_back(std::move(line));
     }
     if (series.empty()) continue;
     const std::string file = "gap_" + task + ".svg";
-    write_text_atomically(out_dir + "/" + file, line_chart_svg("`" + task + "`: loss gap to RoPE against model size", series,
+    write_text_atomically(out_dir + "/" + file, line_chart_svg("`" + task + "`: loss gap to RoPE against model size (paired, ± standard error)", series,
                                                                "parameters (log scale)", "variant − rope (nats/byte)", svg::XScale::Log10));
     md << "![" << task << ": gap to rope against parameters](" << file << ")\n\n";
   }
@@ -222,10 +218,9 @@ void write_gaps(std::ostream& md, const ScaleResults& r, const std::string& out_
     for (const auto& v : others) {
       std::vector<double> x, y, se;
       for (const SweepSize& s : p.sizes) {
-        Gap g;
+        const std::optional<PairedDifference> g = gap_of(r, task, s.name, v, p.seq_len());
         const double params = rope_parameters(r, s.name);
-        if (params > 0 && gap_of(r, task, s.name, v, g) && g.has_standard_error() && g.se > 0)
-          x.push_back(std::log10(params)), y.push_back(g.mean), se.push_back(g.se);
+        if (params > 0 && g && g->has_interval() && g->se > 0) x.push_back(std::log10(params)), y.push_back(g->mean), se.push_back(g->se);
       }
       md << "| " << task << " | " << v << " | " << x.size() << " |";
       if (x.size() < 2) {

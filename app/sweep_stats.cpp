@@ -23,6 +23,39 @@ double SeedStats::sd() const {
 
 double SeedStats::standard_error() const { return sd() / std::sqrt(static_cast<double>(values.size())); }
 
+double t_quantile_975(int64_t dof) {
+  PHASOR_CHECK(dof >= 1, "t quantile: ", dof, " degrees of freedom; it needs at least one");
+  static constexpr double kTable[30] = {12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+                                        2.2010,  2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+                                        2.0796,  2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423};
+  if (dof <= 30) return kTable[dof - 1];
+  const double z = 1.959964, v = static_cast<double>(dof);  // Cornish-Fisher: error under 1e-5 past 30
+  return z + (z * z * z + z) / (4 * v) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v);
+}
+
+std::optional<PairedDifference> paired_difference(const SeedStats& variant, const SeedStats& reference) {
+  if (variant.seeds.size() != variant.values.size() || reference.seeds.size() != reference.values.size()) return std::nullopt;
+  SeedStats d;
+  for (size_t i = 0; i < variant.seeds.size(); ++i)
+    for (size_t j = 0; j < reference.seeds.size(); ++j)
+      if (variant.seeds[i] == reference.seeds[j]) d.add(variant.seeds[i], variant.values[i] - reference.values[j]);
+  if (d.values.empty()) return std::nullopt;
+  PairedDifference p;
+  p.pairs = d.values.size();
+  p.mean = d.mean();
+  p.se = d.standard_error();
+  p.half_width = p.pairs >= 2 ? t_quantile_975(static_cast<int64_t>(p.pairs) - 1) * p.se : 0;
+  return p;
+}
+
+std::string PairedDifference::format(const char* fmt) const {
+  if (!has_interval()) return format_number(fmt, mean) + " (n=1)";
+  std::string se_text = format_number(fmt, se);  // without the sign `fmt` may force
+  if (!se_text.empty() && se_text.front() == '+') se_text = se_text.substr(1);
+  return format_number(fmt, mean) + " ± " + se_text + " [" + format_number(fmt, mean - half_width) +
+         ", " + format_number(fmt, mean + half_width) + "]";
+}
+
 LineFit weighted_line_fit(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& se) {
   PHASOR_CHECK(x.size() == y.size() && x.size() == se.size(), "fit: ", x.size(), " x, ", y.size(), " y and ", se.size(),
                " standard errors; give one of each per point");

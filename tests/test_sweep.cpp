@@ -15,6 +15,7 @@
 #include <functional>
 #include <thread>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -116,8 +117,9 @@ TEST_CASE("a tiny sweep runs every cell, resumes, and reports means, deviations 
   CHECK(throughput["rope"][0].get<double>() > 0);
 
   const std::string report = read_text_file((out / "report.md").string());
-  // A row per variant in the main, difference, long-context, efficiency and overhead tables (rope: not in the difference one).
-  CHECK(count_of(report, "| complexformer-rope |") == 5);
+  // A row per variant in the main, difference, long-context loss and difference, efficiency and overhead tables
+  // (rope: not in the difference ones).
+  CHECK(count_of(report, "| complexformer-rope |") == 6);
   CHECK(count_of(report, "| rope |") == 4);
   CHECK(report.find("| complexformer-small |") != std::string::npos);
   CHECK(std::regex_search(report, std::regex(R"(\| complexformer-rope \| \d+ \| \d\.\d{4} ± \d\.\d{4} \|)")));
@@ -126,6 +128,12 @@ TEST_CASE("a tiny sweep runs every cell, resumes, and reports means, deviations 
   const std::string chart = read_text_file((out / "long_context.svg").string());
   CHECK(count_of(chart, "class=\"series\"") == 2);
   CHECK(count_of(chart, "<circle") == 6);  // 2 variants x 3 lengths
+  CHECK(count_of(chart, "class=\"error-bar\"") == 6);  // each with its standard error over the 2 seeds
+  // The paired difference with its 95% interval at every length, past the training length too.
+  CHECK(std::regex_search(report, std::regex(R"(\| complexformer-rope \|( [+-]\d\.\d{3} ± \d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]\*? \|){3})")));
+  const std::string differences = read_text_file((out / "long_context_difference.svg").string());
+  CHECK(count_of(differences, "<circle") == 3);
+  CHECK(count_of(differences, "class=\"error-bar\"") == 3);
   CHECK(fs::exists(out / "loss_curves.svg"));
 
   // Rerunning does nothing; losing one result reruns that cell only.
@@ -351,6 +359,38 @@ TEST_CASE("weighted_line_fit: slope, intercept, their standard errors and chi2 a
   CHECK_THROWS_WITH_AS(weighted_line_fit({0, 1}, {0}, {1, 1}), doctest::Contains("one of each"), Error);
 }
 
+TEST_CASE("paired_difference: the per-seed differences' mean, standard error and 95% interval against a hand computation") {
+  // Seeds 1-4 of both (in another order for the reference), seed 5 of the variant only: it has no pair.
+  SeedStats variant, reference;
+  for (auto [seed, value] : std::vector<std::pair<int64_t, double>>{{1, 1.0}, {2, 1.2}, {3, 1.1}, {4, 1.5}, {5, 9.0}}) variant.add(seed, value);
+  for (auto [seed, value] : std::vector<std::pair<int64_t, double>>{{4, 1.2}, {3, 1.05}, {2, 1.0}, {1, 0.9}}) reference.add(seed, value);
+  // Differences 0.1, 0.2, 0.05, 0.3: mean 0.1625, squared deviations summing to 0.036875, sd sqrt(0.036875 / 3) =
+  // 0.110868, se sd / 2 = 0.0554339; t(3 dof) = 3.1824, so the interval is 0.1625 +- 0.176413 = [-0.0139, +0.3389].
+  const std::optional<PairedDifference> d = paired_difference(variant, reference);
+  REQUIRE(d.has_value());
+  CHECK(d->pairs == 4);
+  CHECK(d->mean == doctest::Approx(0.1625));
+  CHECK(d->se == doctest::Approx(std::sqrt(0.036875 / 3) / 2));
+  CHECK(d->half_width == doctest::Approx(3.1824 * std::sqrt(0.036875 / 3) / 2));
+  CHECK(!d->excludes_zero());
+  CHECK(d->format() == "+0.1625 ± 0.0554 [-0.0139, +0.3389]");
+  // The unpaired view of the same numbers (the seeds taken as independent) would differ: what the seeds share cancels here.
+  reference.values[0] = 1.4;  // seed 4's reference: differences 0.1, 0.2, 0.05, 0.1 -> 0.1125 +- 3.1824 x 0.0315, above 0
+  CHECK(paired_difference(variant, reference)->excludes_zero());
+  // One pair: a mean without an interval; no pair, or values without seeds: none.
+  SeedStats one, other, unseeded;
+  one.add(7, 2.0), other.add(7, 1.5), unseeded.values = {1.0, 2.0};
+  CHECK(paired_difference(one, other)->format() == "+0.5000 (n=1)");
+  CHECK(!paired_difference(one, reference).has_value());
+  CHECK(!paired_difference(unseeded, reference).has_value());
+  // The t quantiles: the table's ends, and the expansion past it within 1e-4 of t(40) = 2.0211, t(120) = 1.9799.
+  CHECK(t_quantile_975(1) == doctest::Approx(12.7062));
+  CHECK(t_quantile_975(30) == doctest::Approx(2.0423));
+  CHECK(t_quantile_975(40) == doctest::Approx(2.0211).epsilon(5e-5));
+  CHECK(t_quantile_975(120) == doctest::Approx(1.9799).epsilon(5e-5));
+  CHECK_THROWS_AS(t_quantile_975(0), Error);
+}
+
 TEST_CASE("the scale report: means, standard errors, gaps and their fit from synthetic results, and which cells are done") {
   const fs::path out = fresh_temp_dir("scale_report");
   SweepPlan plan = sweep_preset("scale");
@@ -359,16 +399,18 @@ TEST_CASE("the scale report: means, standard errors, gaps and their fit from syn
   fs::create_directories(out / "cells");
   write_bytes(out / "plan.json", to_json(plan).dump(2));
   // Parameters 1e5, 1e6, 1e7 (log10: 5, 6, 7). Two seeds m - d and m + d have
-  // mean m and standard error exactly d. rope: 2.1 +- d at every size;
-  // complexformer-paper: 2.1 + 0.1 i +- d at size i, so the gap is 0, 0.1,
-  // 0.2 +- d sqrt(2), a slope of 0.1 per decade with standard error
-  // d sqrt(2) / sqrt(Sxx = 2) = d. kjv: d = 0.1 (slope 0.1 +- 0.1, not
-  // distinguishable); code: d = 0.01 (0.1 +- 0.01, distinguishable).
+  // mean m and standard error exactly d. rope: 2.1 + d, 2.1 - d (seeds 1, 2) at
+  // every size; complexformer-paper: 2.1 + 0.1 i - d, 2.1 + 0.1 i + d at size
+  // i, so the paired differences are 0.1 i -+ 2d: the gap is 0, 0.1, 0.2 +- 2d
+  // (95% interval +- 12.7062 x 2d, t with 1 dof), a slope of 0.1 per decade
+  // with standard error 2d / sqrt(Sxx = 2) = d sqrt(2). kjv: d = 0.1 (slope
+  // 0.1 +- 0.1414, not distinguishable); code: d = 0.01 (0.1 +- 0.0141, distinguishable).
   for (const SweepCell& c : sweep_cells(plan)) {
     const size_t i = c.size.name == "117k" ? 0 : c.size.name == "837k" ? 1 : 2;
     const double d = c.task == "kjv" ? 0.1 : 0.01;
     const double mean = 2.1 + (c.variant.name == "rope" ? 0.0 : 0.1 * static_cast<double>(i));
-    const double loss = mean + (c.seed == 1 ? -d : d);
+    const double noise = (c.seed == 1 ? -d : d) * (c.variant.name == "rope" ? -1 : 1);
+    const double loss = mean + noise;
     nlohmann::json eval;
     for (int64_t l : plan.eval_lengths) eval[std::to_string(l)] = {{"loss", loss + static_cast<double>(l) / 1e4}};
     write_bytes(out / "cells" / c.name / "result.json",
@@ -379,9 +421,9 @@ TEST_CASE("the scale report: means, standard errors, gaps and their fit from syn
   std::string report = read_text_file((out / "report.md").string());
   CHECK(report.find("All 24 cells done.") != std::string::npos);
   CHECK(report.find("| 837k | rope | 1000000 | 2.1128 ± 0.1000 | 2.1512 ± 0.1000 | 2.3048 ± 0.1000 |") != std::string::npos);
-  CHECK(report.find("| code | 3.3M | 10000000 | +0.2000 ± 0.0141 |") != std::string::npos);
-  CHECK(report.find("| kjv | complexformer-paper | 3 | +0.1000 ± 0.1000 | 0.00 (1 dof) | not distinguishable from zero |") != std::string::npos);
-  CHECK(report.find("| code | complexformer-paper | 3 | +0.1000 ± 0.0100 | 0.00 (1 dof) | **distinguishable from zero** |") != std::string::npos);
+  CHECK(report.find("| code | 3.3M | 10000000 | 128 | +0.2000 ± 0.0200 [-0.0541, +0.4541] |") != std::string::npos);
+  CHECK(report.find("| kjv | complexformer-paper | 3 | +0.1000 ± 0.1414 | 0.00 (1 dof) | not distinguishable from zero |") != std::string::npos);
+  CHECK(report.find("| code | complexformer-paper | 3 | +0.1000 ± 0.0141 | 0.00 (1 dof) | **distinguishable from zero** |") != std::string::npos);
   CHECK(report.find("| 117k | 200.0 (2.00x) | 100.0 (1.00x) |") != std::string::npos);  // 2048 tokens a step at 10240 and 20480 tokens/s
   CHECK(report.find("| 117k | 2 | 4 | 64 | 176 | 117056 | 1144 | 57 | 2342912 | 20.0 | 10 s | 8 / 8 |") != std::string::npos);
   const std::string chart = read_text_file((out / "gap_code.svg").string());
@@ -394,12 +436,12 @@ TEST_CASE("the scale report: means, standard errors, gaps and their fit from syn
   fs::remove(out / "throughput.json");
   write_sweep_report(out.string());
   report = read_text_file((out / "report.md").string());
-  CHECK(report.find("**23 of 24 cells done**") != std::string::npos);  // two points, 0 and 0.1 +- 0.1 sqrt(2): slope se 0.2
+  CHECK(report.find("**23 of 24 cells done**") != std::string::npos);  // two points, 0 and 0.1 +- 0.2: slope se 0.2 sqrt(2)
   CHECK(report.find("`kjv-3.3M-rope-s2`") != std::string::npos);
-  CHECK(report.find("| 3.3M | rope | 10000000 | 2.0128 ± 0.0000 (n=1) |") != std::string::npos);  // seed 1: 2.1 - 0.1 + 128 / 1e4
-  CHECK(report.find("| kjv | complexformer-paper | 2 | +0.1000 ± 0.2000 | – (2 points) |") != std::string::npos);
-  // That size's gaps have one seed of rope: no standard error, and no point in the plot.
-  CHECK(report.find("| kjv | 3.3M | 10000000 | +0.3000 (n=1) |") != std::string::npos);
+  CHECK(report.find("| 3.3M | rope | 10000000 | 2.2128 ± 0.0000 (n=1) |") != std::string::npos);  // seed 1: 2.1 + 0.1 + 128 / 1e4
+  CHECK(report.find("| kjv | complexformer-paper | 2 | +0.1000 ± 0.2828 | – (2 points) |") != std::string::npos);
+  // That size's gaps have one pair of seeds: no standard error, and no point in the plot (seed 1: 0.2 - 2 x 0.1).
+  CHECK(report.find("| kjv | 3.3M | 10000000 | 128 | +0.0000 (n=1) |") != std::string::npos);
   CHECK(count_of(read_text_file((out / "gap_kjv.svg").string()), "<circle") == 2);
   CHECK(report.find("Not measured yet") != std::string::npos);
   fs::remove_all(out);
