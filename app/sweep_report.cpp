@@ -292,11 +292,14 @@ void write_sweep_report(const std::string& out_dir) {
   write_efficiency(md, r);
   write_overhead(md, r, out_dir);
   if (!r.kjv_seed1_runs.empty()) {
+    // A copy of a sweep's results (docs/results/<preset>) keeps result.json but
+    // not the logs: its curves stay as the sweep drew them.
     std::vector<std::string> runs;
     for (const auto& v : r.plan.variants)
-      if (r.kjv_seed1_runs.count(v.name)) runs.push_back(r.kjv_seed1_runs.at(v.name));
-    plot_runs(runs, out_dir + "/loss_curves.svg");
-    md << "## Training curves (`" << r.plan.long_context_task << "`, seed 1)\n\n![loss curves](loss_curves.svg)\n";
+      if (r.kjv_seed1_runs.count(v.name) && fs::exists(r.kjv_seed1_runs.at(v.name) + "/log.jsonl")) runs.push_back(r.kjv_seed1_runs.at(v.name));
+    if (!runs.empty()) plot_runs(runs, out_dir + "/loss_curves.svg");
+    if (fs::exists(out_dir + "/loss_curves.svg"))
+      md << "## Training curves (`" << r.plan.long_context_task << "`, seed 1)\n\n![loss curves](loss_curves.svg)\n";
   }
   write_text_atomically(out_dir + "/report.md", md.str());
 }
