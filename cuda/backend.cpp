@@ -96,7 +96,7 @@ class CudaBackend final : public Backend {
 
   void gemm(const Tensor& out, const GemmPlan& plan) override { gpu::gemm(out, plan); }
 
-  // ---------------------------------------------------------------- indexing (cuda/reduce.cu)
+  // ---------------------------------------------------------------- indexing (cuda/index.cu)
 
   void index_select(const Tensor& out, const Tensor& x, const Tensor& index, int dim) override {
     const AroundDim s = around_dim(x.shape(), dim);

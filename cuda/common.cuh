@@ -62,6 +62,10 @@ void dispatch_cplx(DType t, const char* op, F&& f) {
   }
 }
 
+// The dtypes a sum or an index_add adds (every one but bool).
+template <class T>
+constexpr bool summable = !std::is_same_v<T, bool>;
+
 constexpr int kThreads = 256;
 inline unsigned grid_for(int64_t n, int threads = kThreads) {
   const int64_t blocks = (n + threads - 1) / threads;

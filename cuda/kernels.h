@@ -55,7 +55,7 @@ void launch_row_softmax(DType t, RowOp op, const void* x, void* out, int64_t row
 // True when every value of the real array is finite.
 bool all_finite(DType real, const void* x, int64_t n);
 
-// ---- indexing (cuda/reduce.cu; CPU: tensor/cpu/index.cpp) ----
+// ---- indexing (cuda/index.cu; CPU: tensor/cpu/index.cpp) ----
 // out[a, i, :] = x[a, index[i], :]; rows of `row_bytes` bytes.
 void launch_index_select(const void* x, const int64_t* index, void* out, int64_t outer, int64_t n, int64_t count, int64_t row_bytes);
 // Positions 0..count-1 of `targets` (values in [0, n); others are left out)

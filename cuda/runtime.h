@@ -46,7 +46,7 @@ class Buffer {
 void copy_to_device(void* dst, const void* src, size_t nbytes);
 void copy_to_host(void* dst, const void* src, size_t nbytes);
 
-// An index out of range, found by a kernel (the index kernels of cuda/reduce.cu, and cross-entropy's in cuda/fused.cu) so that no op reads
+// An index out of range, found by a kernel (the index kernels of cuda/index.cu, and cross-entropy's in cuda/fused.cu) so that no op reads
 // its indices on the host: the first one is recorded in pinned memory the
 // device writes, and the host raises it after its next synchronisation
 // (copy_to_host, synchronize) with the message the CPU gives at once.

@@ -52,8 +52,8 @@ barriers=(
   "attention_dkdv_simple_kernel: 1st barrier (the key and value rows)|cuda/attention.cu|attention_dkdv_simple_kernel|1|$fallback"
   "attention_dkdv_simple_kernel: 2nd barrier (the chunk's P and dS)|cuda/attention.cu|attention_dkdv_simple_kernel|2|$fallback"
   "attention_dkdv_simple_kernel: 3rd barrier (ps, ds rewritten by the next chunk)|cuda/attention.cu|attention_dkdv_simple_kernel|3|$fallback"
-  "exclusive_scan_kernel: 1st barrier (the threads' sums)|cuda/reduce.cu|exclusive_scan_kernel|1|*index_select? index_add*"
-  "exclusive_scan_kernel: 2nd barrier (the scanned sums)|cuda/reduce.cu|exclusive_scan_kernel|2|*index_select? index_add*"
+  "exclusive_scan_kernel: 1st barrier (the threads' sums)|cuda/index.cu|exclusive_scan_kernel|1|*index_select? index_add*"
+  "exclusive_scan_kernel: 2nd barrier (the scanned sums)|cuda/index.cu|exclusive_scan_kernel|2|*index_select? index_add*"
 )
 # Other mutations: name | file | sed expression | doctest cases that must catch it
 edits=(

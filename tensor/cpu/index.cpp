@@ -1,6 +1,6 @@
 // Indexing CPU kernels: row gathers and scatter-adds along one dim, and the
 // element-wise gather/scatter_add of tensor/index_plan.h. Indices are checked
-// here, where they are read. CUDA twin: cuda/reduce.cu (indexing section).
+// here, where they are read. CUDA twin: cuda/index.cu.
 #include <cstring>
 
 #include "tensor/cpu/backend.h"
