@@ -149,24 +149,6 @@ struct RandomFn {
   }
 };
 
-// The step's bias corrections come from the device (`schedule`: {apply, bc1,
-// bc2_sqrt[, lr factor]}, nn::AdamW's) when given, else from the host.
-template <class T>
-__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, scalar::AdamWHyper h, double bc1, double bc2_sqrt,
-                             const double* schedule, bool scheduled_lr) {
-  if (!scalar::scheduled_corrections(schedule, bc1, bc2_sqrt)) return;
-  if (scheduled_lr) h.lr *= schedule[3];
-  const scalar::AdamWConstants<T> c = h.constants<T>(bc1, bc2_sqrt);
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    T pi = p[i], mi = m[i], vi = v[i];
-    scalar::adamw_update(pi, g[i], mi, vi, c);
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -257,22 +239,6 @@ void launch_pow_scalar(DType t, double p, const Strided<2>& g) {
 void launch_random(DType real, bool normal, double a, double b, uint64_t seed, uint64_t first, const Strided<1>& g) {
   dispatch_real(real, normal ? "normal" : "uniform", [&]<class R>() {
     run(g, RandomFn<R>{normal, a, b, seed, first}, normal ? "normal" : "uniform");
-  });
-}
-
-// AdamW on contiguous real arrays (CPU: tensor/cpu/fused.cpp).
-void adamw_step(const ops::AdamWArgs& a) {
-  const int64_t n = a.param.numel();
-  if (n == 0) return;
-  const ops::AdamWStep& s = a.step;
-  const scalar::AdamWHyper hyper{s.lr, s.weight_decay, s.beta1, s.beta2, s.eps};
-  const double* schedule = s.schedule.defined() ? static_cast<const double*>(s.schedule.raw_data()) : nullptr;
-  const bool scheduled_lr = s.schedule.defined() && s.schedule.numel() == 4;
-  dispatch_real(a.param.dtype(), "AdamW", [&]<class T>() {
-    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), adamw_kernel<T>)(
-        static_cast<T*>(a.param.raw_data()), static_cast<const T*>(a.grad.raw_data()), static_cast<T*>(a.exp_avg.raw_data()),
-        static_cast<T*>(a.exp_avg_sq.raw_data()), n, hyper, s.bias_correction1, s.bias_correction2_sqrt, schedule, scheduled_lr);
-    check_launch("adamw_step_");
   });
 }
 

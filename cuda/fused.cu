@@ -2,7 +2,8 @@
 // with the same maths as its CPU reference in tensor/cpu/fused.cpp (read the
 // comments there for the derivations). The RMSNorm weight's gradient is
 // reduced per block and then over blocks in a fixed order: no atomics, so
-// every run gives the same bits. The rotary kernels are in cuda/rotation.cu.
+// every run gives the same bits. AdamW's step is here too, as on the CPU. The
+// rotary kernels are in cuda/rotation.cu and cuda/polar_rotation.cu.
 #include <vector>
 
 #include "cuda/common.cuh"
@@ -184,6 +185,26 @@ __global__ void attention_softmax_backward_kernel(const T* grad, const T* probs,
   for (int64_t k = threadIdx.x; k < nk; k += blockDim.x) d[row * nk + k] = sc * y[k] * (g[k] - dt);
 }
 
+// ---------------------------------------------------------------- AdamW
+
+// The step's bias corrections come from the device (`schedule`: {apply, bc1,
+// bc2_sqrt[, lr factor]}, nn::AdamW's) when given, else from the host.
+template <class T>
+__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, scalar::AdamWHyper h, double bc1, double bc2_sqrt,
+                             const double* schedule, bool scheduled_lr) {
+  if (!scalar::scheduled_corrections(schedule, bc1, bc2_sqrt)) return;
+  if (scheduled_lr) h.lr *= schedule[3];
+  const scalar::AdamWConstants<T> c = h.constants<T>(bc1, bc2_sqrt);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    T pi = p[i], mi = m[i], vi = v[i];
+    scalar::adamw_update(pi, g[i], mi, vi, c);
+    p[i] = pi;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
 }  // namespace
 
 void launch_rms_norm(DType t, const void* x, const void* w, void* y, void* inv_rms, int64_t rows, int64_t d, double eps) {
@@ -323,6 +344,22 @@ void attention_softmax_backward(const ops::AttentionSoftmaxBackwardArgs& a) {
   const Tensor& p = a.probs;
   launch_attention_softmax_backward(p.dtype(), a.grad.raw_data(), p.raw_data(), a.dscores.raw_data(), rows_of(p), p.dim() ? p.size(-1) : 1,
                                     a.scale);
+}
+
+// AdamW on contiguous real arrays (CPU: tensor/cpu/fused.cpp).
+void adamw_step(const ops::AdamWArgs& a) {
+  const int64_t n = a.param.numel();
+  if (n == 0) return;
+  const ops::AdamWStep& s = a.step;
+  const scalar::AdamWHyper hyper{s.lr, s.weight_decay, s.beta1, s.beta2, s.eps};
+  const double* schedule = s.schedule.defined() ? static_cast<const double*>(s.schedule.raw_data()) : nullptr;
+  const bool scheduled_lr = s.schedule.defined() && s.schedule.numel() == 4;
+  dispatch_real(a.param.dtype(), "AdamW", [&]<class T>() {
+    PHASOR_LAUNCH(grid_for(n), kThreads, 0, stream(), adamw_kernel<T>)(
+        static_cast<T*>(a.param.raw_data()), static_cast<const T*>(a.grad.raw_data()), static_cast<T*>(a.exp_avg.raw_data()),
+        static_cast<T*>(a.exp_avg_sq.raw_data()), n, hyper, s.bias_correction1, s.bias_correction2_sqrt, schedule, scheduled_lr);
+    check_launch("adamw_step_");
+  });
 }
 
 }  // namespace phasor::gpu

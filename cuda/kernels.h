@@ -114,10 +114,11 @@ struct AttentionArgs {
   double scale = 1.0;
 };
 // ---- the fused ops of tensor/fused_ops.h's list, one function each, called by
-// cuda/backend.cpp's methods of the same name: in cuda/fused.cu and rotation.cu (CPU:
-// tensor/cpu/fused.cpp and rotation.cpp), attention_forward and
-// attention_backward in cuda/attention.cu (CPU: tensor/cpu/attention.cpp),
-// adamw_step in cuda/elementwise.cu.
+// cuda/backend.cpp's methods of the same name, each in the twin of its CPU
+// file: cuda/fused.cu (AdamW's step included), rotation.cu and
+// polar_rotation.cu (CPU: tensor/cpu/fused.cpp, rotation.cpp and
+// polar_rotation.cpp), attention_forward and attention_backward in
+// cuda/attention.cu (CPU: tensor/cpu/attention.cpp).
 #define PHASOR_FUSED_FUNCTION(name, Args) void name(const ops::Args& args);
 PHASOR_FUSED_OPS(PHASOR_FUSED_FUNCTION)
 #undef PHASOR_FUSED_FUNCTION
