@@ -292,7 +292,9 @@ struct Run {
                  " is smaller than the byte tokenizer's ", tokenizer.vocab_size());
     const bool resumed = resumed_run(options);  // read before load_run_text records a new run's text
     std::vector<int64_t> tokens = tokenizer.encode(load_run_text(options));
-    data = o.val_data.empty() ? split_tokens(std::move(tokens), o.val_fraction, o.seq_len)
+    // A task's windows start at its examples' boundaries, so each row is one whole example (docs/spec.md, "Training").
+    const WindowStarts starts = is_task(options.data) ? WindowStarts::ExampleBoundaries : WindowStarts::Anywhere;
+    data = o.val_data.empty() ? split_tokens(std::move(tokens), o.val_fraction, o.seq_len, starts)
                               : separate_texts(std::move(tokens), tokenizer.encode(load_validation_text(options, resumed)), o.seq_len);
     require_ranks_agree(rank_agreement(options, data));  // before gradients of different sizes meet
     PositionScaling recorded;
@@ -316,8 +318,6 @@ struct Run {
         std::vector<nn::ParamGroup>{{model->decayed_parameters(), o.weight_decay, 1.0}, {model->undecayed_parameters(), 0.0, 1.0}},
         nn::AdamWOptions{o.lr, o.beta1, o.beta2, 1e-8});
     // --batch rows per rank: K ranks read disjoint shards of one global batch of K * batch rows.
-    // A task's windows start at its examples' boundaries, so each row is one whole example (docs/spec.md, "Training").
-    const WindowStarts starts = is_task(options.data) ? WindowStarts::ExampleBoundaries : WindowStarts::Anywhere;
     sampler = std::make_unique<BatchSampler>(data.train, o.batch, o.seq_len, o.seed, world().rank(), world().world_size(), starts);
   }
 

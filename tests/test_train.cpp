@@ -777,16 +777,21 @@ TEST_CASE("text trains on windows drawn anywhere exactly as before: row i starts
   CHECK(sampler.offset() == draws.offset());
 }
 
-TEST_CASE("train --data TASK draws example-aligned windows; the same bytes from a file train on windows drawn anywhere") {
+TEST_CASE("train --data TASK draws example-aligned windows and holds out whole examples; the same bytes from a file train as text") {
   const fs::path folder = fresh_dir("task_windows");
-  const fs::path same_bytes = write_bytes(folder / "copy.txt", load_text("copy", 32));
+  const fs::path same_bytes = write_bytes(folder / "copy.txt", load_text("copy", 48));  // 41,667 examples of 48 bytes
   const auto trained_model = [&folder](const std::string& name, const std::string& data) {
     const fs::path run = folder / name;
-    const Cli c = phasor_cli(train_args(run, "--steps 3 --eval-every 0", {{"--data", data}}));
+    const Cli c = phasor_cli(train_args(run, "--steps 3 --eval-every 0", {{"--data", data}, {"--seq-len", "48"}}));
     REQUIRE_MESSAGE(c.status == 0, c.err);
     return read_bytes(latest_folder(run) / "model.safetensors");
   };
   const std::string task = trained_model("task", "copy");
   CHECK(task == trained_model("task_again", "copy"));  // deterministic
   CHECK(task != trained_model("file", quote(same_bytes)));
+  // The held-out part is whole examples, so its evaluation windows are examples too.
+  const std::string held_out = read_bytes(folder / "task" / "validation.txt");
+  CHECK(held_out.size() == 99'984);  // 5% of 2,000,016 bytes is 100,000: 2,083 examples and 16 bytes
+  CHECK(held_out.front() == '\n');
+  CHECK(read_bytes(folder / "file" / "validation.txt").size() == 100'000);
 }

@@ -23,10 +23,12 @@ void check_holds_a_window(const char* what, const char* part, size_t tokens, int
 
 }  // namespace
 
-TextSplit split_tokens(std::vector<int64_t> tokens, double validation_fraction, int64_t seq_len) {
+TextSplit split_tokens(std::vector<int64_t> tokens, double validation_fraction, int64_t seq_len, WindowStarts starts) {
   PHASOR_CHECK(validation_fraction > 0.0 && validation_fraction < 1.0,
                "split_tokens: validation_fraction must lie in (0, 1), got ", validation_fraction);
-  const auto validation_size = static_cast<size_t>(static_cast<double>(tokens.size()) * validation_fraction);
+  auto validation_size = static_cast<size_t>(static_cast<double>(tokens.size()) * validation_fraction);
+  if (starts == WindowStarts::ExampleBoundaries && seq_len > 0)
+    validation_size -= validation_size % static_cast<size_t>(seq_len);
   const size_t train_size = tokens.size() - validation_size;
   check_holds_a_window("split_tokens", "training part", train_size, seq_len);
   check_holds_a_window("split_tokens", "validation part", validation_size, seq_len);

@@ -19,10 +19,19 @@ struct TextSplit {
   std::vector<int64_t> train, validation;
 };
 
+// Where a training window may start. A task's stream (models/data/tasks.h) is
+// whole examples of exactly L = seq_len tokens, so a window that starts at a
+// multiple of L holds one whole example as its inputs; one that starts anywhere
+// mostly cuts two in half, and the question rarely shares a window with its key.
+enum class WindowStarts { Anywhere, ExampleBoundaries };
+
 // The first (1 - validation_fraction) of the tokens train, the rest validate.
+// With ExampleBoundaries the held-out part is rounded down to whole examples
+// of seq_len, so that its evaluation windows are whole examples too.
 // Each part must hold at least one window of seq_len (seq_len + 1 tokens);
 // otherwise phasor::Error says how many tokens each part has and needs.
-TextSplit split_tokens(std::vector<int64_t> tokens, double validation_fraction, int64_t seq_len);
+TextSplit split_tokens(std::vector<int64_t> tokens, double validation_fraction, int64_t seq_len,
+                       WindowStarts starts = WindowStarts::Anywhere);
 // Two texts as the parts (a separate validation file): each must hold a window as above.
 TextSplit separate_texts(std::vector<int64_t> train, std::vector<int64_t> validation, int64_t seq_len);
 
@@ -31,12 +40,6 @@ struct Batch {
   std::vector<int64_t> inputs, targets;
   int64_t batch = 0, seq_len = 0;
 };
-
-// Where a training window may start. A task's stream (models/data/tasks.h) is
-// whole examples of exactly L = seq_len tokens, so a window that starts at a
-// multiple of L holds one whole example as its inputs; one that starts anywhere
-// mostly cuts two in half, and the question rarely shares a window with its key.
-enum class WindowStarts { Anywhere, ExampleBoundaries };
 
 // Draws batches of random windows: row i starts at s uniform in [0, T-L-1]
 // (Anywhere) or at s = L * k, k uniform in [0, floor((T-1)/L) - 1]
