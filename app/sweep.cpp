@@ -266,6 +266,36 @@ void set_sweep_steps(SweepPlan& plan, int64_t steps) {
   for (SweepSize& size : plan.sizes) size.steps = steps, size.warmup = std::min(size.warmup, steps / 10);
 }
 
+void set_sweep_shape(SweepPlan& plan, const SweepShape& shape) {
+  if (!shape.any()) return;
+  PHASOR_CHECK(plan.sizes.empty(), "sweep: --d-model, --n-layers, --n-heads, --d-ff and --seq-len set one model size; the preset '", plan.name,
+               "' compares ", plan.sizes.size(), " sizes of its own");
+  if (shape.n_layers > 0) plan.n_layers = shape.n_layers;
+  if (shape.n_heads > 0) plan.n_heads = shape.n_heads;
+  // The efficiency variants (the smaller twins) keep their ratio to the main grid's width.
+  const SweepVariant main = plan.variants.front();
+  const auto scaled = [](int64_t value, int64_t to, int64_t from, int64_t multiple) {
+    const double exact = static_cast<double>(value) * static_cast<double>(to) / static_cast<double>(from);
+    return std::max<int64_t>(multiple, static_cast<int64_t>(std::llround(exact / static_cast<double>(multiple))) * multiple);
+  };
+  for (SweepVariant& v : plan.variants) {
+    if (shape.d_model > 0) v.d_model = shape.d_model;
+    if (shape.d_ff > 0) v.d_ff = shape.d_ff;
+  }
+  for (SweepVariant& v : plan.efficiency) {
+    if (shape.d_model > 0) v.d_model = scaled(v.d_model, shape.d_model, main.d_model, 2 * plan.n_heads);
+    if (shape.d_ff > 0) v.d_ff = scaled(v.d_ff, shape.d_ff, main.d_ff, 1);
+  }
+  for (const SweepVariant& v : plan.variants)
+    PHASOR_CHECK(v.d_model % (2 * plan.n_heads) == 0, "sweep: d_model ", v.d_model, " must be a multiple of 2 x n_heads (", 2 * plan.n_heads,
+                 "): each head's width is split into rotated pairs");
+  // The evaluation lengths keep their ratios to the training length.
+  if (shape.seq_len > 0) {
+    const int64_t from = plan.seq_len();
+    for (int64_t& length : plan.eval_lengths) length = std::max<int64_t>(1, length * shape.seq_len / from);
+  }
+}
+
 static json to_json(const SweepVariant& v) {
   return {{"name", v.name},
           {"position", std::string(position_name(v.position))},
@@ -676,6 +706,69 @@ SweepPlan read_sweep_plan(const std::string& out_dir) {
   return sweep_plan_from_json(read_sweep_json(file), file);
 }
 
+namespace {
+
+// One field of a grown plan: the union of a list, kept in the folder's order
+// with the request's new entries after (lists of objects joined by "name").
+json union_of(const json& existing, const json& requested, const std::string& field, const std::string& out_dir) {
+  json out = existing;
+  for (const json& entry : requested) {
+    const auto same = [&](const json& e) { return entry.is_object() ? e.value("name", "") == entry.value("name", "") : e == entry; };
+    const auto it = std::find_if(out.begin(), out.end(), same);
+    if (it == out.end()) {
+      out.push_back(entry);
+    } else {
+      PHASOR_CHECK(*it == entry, "sweep: '", out_dir, "' holds a sweep with another plan: ", field, " '", entry.value("name", ""),
+                   "' is ", it->dump(), " there, ", entry.dump(), " here; choose another --out");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+SweepPlan grow_sweep_plan(const SweepPlan& existing, const SweepPlan& requested, const std::string& out_dir) {
+  const json there = to_json(existing), here = to_json(requested);
+  const auto conflict = [&](const std::string& field, const json& a, const json& b) {
+    fail("sweep: '", out_dir, "' holds a sweep with another plan: ", field, " is ", a.dump(), " there, ", b.dump(),
+         " here; choose another --out, or rerun with the folder's ", field);
+  };
+  // Lists that may grow, and maps that may gain entries; absent from a plan when empty.
+  const auto growable = [](const std::string& key) {
+    return key == "tasks" || key == "variants" || key == "efficiency" || key == "eval_scalings" || key == "eval_variants" ||
+           key == "task_files" || key == "task_steps";
+  };
+  json grown = there;
+  for (const auto& [key, value] : here.items()) {
+    if (growable(key) && !there.contains(key)) {
+      grown[key] = value;
+    } else if (!there.contains(key)) {
+      conflict(key, nullptr, value);
+    } else if (key == "seeds") {
+      grown[key] = std::max(there[key].get<int64_t>(), value.get<int64_t>());
+    } else if (key == "jobs") {
+      grown[key] = value;  // how many cells run at once changes no cell
+    } else if (key == "eval_lengths") {
+      if (value.front() != there[key].front()) conflict("the training length (eval_lengths[0])", there[key].front(), value.front());
+      std::vector<int64_t> lengths = union_of(there[key], value, key, out_dir).get<std::vector<int64_t>>();
+      std::sort(lengths.begin() + 1, lengths.end());
+      grown[key] = lengths;
+    } else if (key == "tasks" || key == "variants" || key == "efficiency" || key == "eval_scalings" || key == "eval_variants") {
+      grown[key] = union_of(there[key], value, key, out_dir);
+    } else if ((key == "task_files" || key == "task_steps") && value.is_object()) {
+      for (const auto& [name, entry] : value.items()) {
+        if (there[key].contains(name) && there[key][name] != entry) conflict(key + "." + name, there[key][name], entry);
+        grown[key][name] = entry;
+      }
+    } else if (value != there[key]) {
+      conflict(key, there[key], value);
+    }
+  }
+  for (const auto& [key, value] : there.items())
+    if (!here.contains(key) && !growable(key)) conflict(key, value, nullptr);
+  return sweep_plan_from_json(grown, out_dir + "/plan.json");
+}
+
 // ------------------------------------------------------------------ one cell
 
 namespace {
@@ -745,6 +838,28 @@ double median_tokens_per_second(const std::string& run_dir) {
 
 }  // namespace
 
+// The evaluations a cell's result.json holds: each length ("512"), and each
+// context extension past the training length ("512+yarn").
+static std::vector<std::string> eval_keys(const SweepPlan& plan, const SweepCell& cell) {
+  const std::vector<int64_t> lengths = cell.long_context ? plan.eval_lengths : std::vector<int64_t>{plan.seq_len()};
+  std::vector<std::string> keys;
+  for (int64_t length : lengths) keys.push_back(std::to_string(length));
+  for (const std::string& method : plan.scalings_of(cell.variant))
+    for (int64_t length : lengths)
+      if (length > plan.seq_len()) keys.push_back(std::to_string(length) + "+" + method);
+  return keys;
+}
+
+// Whether a cell has its result with every evaluation the plan asks of it (a
+// grown plan may ask a done cell for more lengths).
+static bool cell_done(const SweepPlan& plan, const SweepCell& cell, const std::string& out_dir) {
+  const std::string path = out_dir + "/cells/" + cell.name + "/result.json";
+  if (!fs::exists(path)) return false;
+  const json result = read_sweep_json(path);
+  if (!result.contains("eval") || !result["eval"].is_object()) return false;
+  return std::ranges::all_of(eval_keys(plan, cell), [&](const std::string& key) { return result["eval"].contains(key); });
+}
+
 void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
   const SweepLock lock = SweepLock::for_cell(out_dir);  // under its sweep's lock, or its own
   const SweepPlan plan = read_sweep_plan(out_dir);
@@ -753,15 +868,41 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
   PHASOR_CHECK(it != cells.end(), "sweep: the plan in '", out_dir, "' has no cell '", cell_name, "'");
   const SweepCell& cell = *it;
   const std::string run_dir = out_dir + "/cells/" + cell.name;
-  fs::remove_all(run_dir);  // an interrupted attempt starts over
-
-  const auto start = std::chrono::steady_clock::now();
-  const TrainSummary summary = train(cell_options(plan, cell, run_dir));
-  PHASOR_CHECK(!summary.interrupted, "sweep: cell ", cell.name, " was interrupted");
-  const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // A done cell of a grown plan keeps its training and result, and is evaluated at what it lacks.
+  json result = json::object();
+  if (fs::exists(run_dir + "/result.json")) {
+    result = read_sweep_json(run_dir + "/result.json");
+    PHASOR_CHECK(result.is_object() && result.contains("eval") && result["eval"].is_object() && result.contains("checkpoint"), "sweep: '",
+                 run_dir, "/result.json' lacks its eval or checkpoint; remove it to train the cell again");
+    PHASOR_CHECK(fs::exists(run_dir + "/" + result["checkpoint"].get<std::string>() + "/model.safetensors"), "sweep: cell ", cell.name,
+                 " needs evaluating at the plan's new lengths, but its checkpoint is gone; remove its result.json to train it again");
+  } else {
+    fs::remove_all(run_dir);  // an interrupted attempt starts over
+    const auto start = std::chrono::steady_clock::now();
+    const TrainSummary summary = train(cell_options(plan, cell, run_dir));
+    PHASOR_CHECK(!summary.interrupted, "sweep: cell ", cell.name, " was interrupted");
+    const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string checkpoint = latest_checkpoint(run_dir);
+    result = {{"cell", cell.name},
+              {"task", cell.task},
+              {"variant", cell.variant.name},
+              {"seed", cell.seed},
+              {"steps", summary.steps_done},
+              {"tokens_trained", summary.steps_done * plan.batch * plan.seq_len()},
+              {"train_seconds", train_seconds},
+              {"final_train_loss", summary.final_loss},
+              {"skipped_steps", summary.skipped_steps},
+              {"eval", json::object()},
+              // What reproduces the cell: the run's own config, the source it was built from, and its weights' hash.
+              {"config", read_sweep_json(run_dir + "/config.json")},
+              {"commit", source_commit()},
+              {"checkpoint", fs::path(checkpoint).filename().string()},
+              {"checkpoint_hash", text_hash(read_text_file(checkpoint + "/model.safetensors"))}};
+    if (!cell.size.name.empty()) result["size"] = cell.size.name;
+  }
 
   const auto eval_start = std::chrono::steady_clock::now();
-  const auto model = load_model(latest_checkpoint(run_dir) + "/model.safetensors");  // float32: evaluation is, whatever the training's precision
+  const auto model = load_model(run_dir + "/" + result["checkpoint"].get<std::string>() + "/model.safetensors");  // float32: evaluation is, whatever the training's precision
   if (plan.device == "cuda") model->to(cuda(0));
   // One evaluation length: a built-in task's exact-match accuracy on its
   // evaluation examples (with "loss" its answer's nats per byte), else the
@@ -781,9 +922,10 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
     const EvalResult r = evaluate(*model, validation, length, std::max<int64_t>(1, plan.eval_tokens / length), std::max<int64_t>(1, 2048 / length));
     return {{"loss", r.loss}, {"windows", r.windows}, {"tokens", r.tokens}};
   };
-  json eval = json::object();
+  json& eval = result["eval"];
   const std::vector<int64_t> lengths = cell.long_context ? plan.eval_lengths : std::vector<int64_t>{plan.seq_len()};
-  for (int64_t length : lengths) eval[std::to_string(length)] = measure(length);
+  for (int64_t length : lengths)
+    if (!eval.contains(std::to_string(length))) eval[std::to_string(length)] = measure(length);
   // The trained model stretched to each longer length: "512+yarn" (S = 512 / seq_len).
   const PositionScaling trained = model->position_scaling();
   for (const std::string& method : plan.scalings_of(cell.variant)) {
@@ -791,36 +933,20 @@ void run_sweep_cell(const std::string& out_dir, const std::string& cell_name) {
     s.method = parse_rope_scaling(method);
     s.original_length = plan.seq_len();
     for (int64_t length : lengths) {
-      if (length <= plan.seq_len()) continue;
+      const std::string key = std::to_string(length) + "+" + method;
+      if (length <= plan.seq_len() || eval.contains(key)) continue;
       s.factor = static_cast<double>(length) / static_cast<double>(plan.seq_len());
       model->set_position_scaling(s);
       json j = measure(length);
       j["factor"] = s.factor;
-      eval[std::to_string(length) + "+" + method] = j;
+      eval[key] = j;
     }
   }
   model->set_position_scaling(trained);
-  const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
-  const std::string checkpoint = latest_checkpoint(run_dir);
-  json result = {{"cell", cell.name},
-                 {"task", cell.task},
-                 {"variant", cell.variant.name},
-                 {"seed", cell.seed},
-                 {"parameters", model->parameter_count()},
-                 {"steps", summary.steps_done},
-                 {"tokens_trained", summary.steps_done * plan.batch * plan.seq_len()},
-                 {"train_seconds", train_seconds},
-                 {"eval_seconds", eval_seconds},
-                 {"final_train_loss", summary.final_loss},
-                 {"skipped_steps", summary.skipped_steps},
-                 {"eval", eval},
-                 // What reproduces the cell: the run's own config, the source it was built from, and its weights' hash.
-                 {"config", read_sweep_json(run_dir + "/config.json")},
-                 {"commit", source_commit()},
-                 {"checkpoint", fs::path(checkpoint).filename().string()},
-                 {"checkpoint_hash", text_hash(read_text_file(checkpoint + "/model.safetensors"))}};
-  if (!cell.size.name.empty()) result["size"] = cell.size.name;
-  if (cell.task == "arith" && plan.arith_problems > 0)
+  result["parameters"] = model->parameter_count();
+  result["eval_seconds"] = result.value("eval_seconds", 0.0) +
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
+  if (cell.task == "arith" && plan.arith_problems > 0 && !result.contains("exact_match"))
     result["exact_match"] = arith_exact_match(*model, static_cast<size_t>(plan.arith_problems));
   write_text_atomically(run_dir + "/result.json", result.dump(2) + "\n");
 }
@@ -906,23 +1032,24 @@ json measure_throughput(const SweepPlan& plan, const std::string& out_dir) {
 
 }  // namespace
 
-void run_sweep(const SweepPlan& plan, const std::string& out_dir, const std::string& self_exe, double stop_after_minutes) {
+void run_sweep(const SweepPlan& requested, const std::string& out_dir, const std::string& self_exe, double stop_after_minutes) {
   // Later cells would train on earlier cells' checkpoints and logs.
-  for (const auto& [task, file] : plan.task_files) refuse_output_folder_in_inputs("sweep", "--out", out_dir, {{"--data", file}});
+  for (const auto& [task, file] : requested.task_files) refuse_output_folder_in_inputs("sweep", "--out", out_dir, {{"--data", file}});
   fs::create_directories(out_dir + "/cells");
   const SweepLock lock = SweepLock::acquire(out_dir);  // before anything in the folder is read or written
   const StopSignals stop_signals;
   const std::string plan_path = out_dir + "/plan.json";
-  if (fs::exists(plan_path))
-    PHASOR_CHECK(read_sweep_json(plan_path) == to_json(plan), "sweep: '", out_dir, "' holds a sweep with another plan (preset '",
-                 read_sweep_plan(out_dir).name, "'); choose another --out");
-  else
+  // A rerun may grow the folder's plan (more seeds, lengths, tasks or variants); anything else is a conflict.
+  const SweepPlan plan = fs::exists(plan_path) ? grow_sweep_plan(read_sweep_plan(out_dir), requested, out_dir) : requested;
+  if (!fs::exists(plan_path) || read_sweep_json(plan_path) != to_json(plan)) {
+    if (fs::exists(plan_path)) std::fprintf(stderr, "sweep: the plan in %s grows to %zu cells (the done ones kept)\n", out_dir.c_str(), sweep_cells(plan).size());
     write_text_atomically(plan_path, to_json(plan).dump(2) + "\n");
+  }
 
   const std::vector<SweepCell> cells = sweep_cells(plan);
   std::vector<SweepCell> todo;
   for (const SweepCell& c : cells)
-    if (!fs::exists(out_dir + "/cells/" + c.name + "/result.json")) todo.push_back(c);
+    if (!cell_done(plan, c, out_dir)) todo.push_back(c);
   const size_t total = cells.size();
   std::fprintf(stderr, "sweep: %zu of %zu cells to run, %d at a time (logs in %s/cells/<cell>.log)\n", todo.size(), total,
                plan.jobs, out_dir.c_str());

@@ -134,6 +134,23 @@ double size_parameters(const SweepSize& size);
 int64_t token_rule_steps(const SweepPlan& plan, double parameters);
 // --steps N: every size's (or the plan's, and every task's) steps, the warm-up cut to at most a tenth of them.
 void set_sweep_steps(SweepPlan& plan, int64_t steps);
+// --d-model, --n-layers, --n-heads, --d-ff, --seq-len (0: the preset's): one
+// model size for a plan of one size. The efficiency variants keep their ratio
+// to the main grid's width (rounded to whole rotated pairs per head), the
+// evaluation lengths their ratio to the training length. Refuses a plan of
+// several sizes and a width that is not a multiple of 2 x n_heads.
+struct SweepShape {
+  int64_t d_model = 0, n_layers = 0, n_heads = 0, d_ff = 0, seq_len = 0;
+  bool any() const { return d_model > 0 || n_layers > 0 || n_heads > 0 || d_ff > 0 || seq_len > 0; }
+};
+void set_sweep_shape(SweepPlan& plan, const SweepShape& shape);
+// The plan of a sweep folder grown by a rerun's request: more seeds, more
+// evaluation lengths (the same training length), more tasks, variants or
+// evaluation-time entries join it, in the folder's order first; the cells
+// already done are kept (and evaluated at the lengths they lack); --jobs
+// follows the request. Anything else is refused, naming the field and both
+// values: "sweep: 'DIR' holds a sweep with another plan: steps is 600 there, 5 here; ...".
+SweepPlan grow_sweep_plan(const SweepPlan& existing, const SweepPlan& requested, const std::string& out_dir);
 nlohmann::json to_json(const SweepPlan& plan);
 // Every field range-checked with the limits of its flag (sweep's, else train's):
 // phasor::Error "sweep: '<file>': seeds must be an integer from 1 to 100, got 1000000000".

@@ -143,10 +143,26 @@ TEST_CASE("a tiny sweep runs every cell, resumes, and reports means, deviations 
   CHECK(fs::last_write_time(out / "cells" / cells[0].name / "result.json") == stamp);
   CHECK(fs::exists(out / "cells" / cells[1].name / "result.json"));
 
-  // A different plan in the same folder is refused; a missing result shows in the report.
+  // A different plan in the same folder is refused, naming the field and both values.
   SweepPlan other = plan;
   other.steps = 5;
-  CHECK_THROWS_WITH_AS(run_sweep(other, out.string(), PHASOR_CLI_PATH), doctest::Contains("holds a sweep with another plan"), Error);
+  CHECK_THROWS_WITH_AS(run_sweep(other, out.string(), PHASOR_CLI_PATH),
+                       doctest::Contains("holds a sweep with another plan: steps is 4 there, 5 here"), Error);
+
+  // More seeds and a longer evaluation length grow the plan: the done cells keep their training and gain the new length.
+  const std::string kept_hash = nlohmann::json::parse(read_text_file((out / "cells" / cells[0].name / "result.json").string()))["checkpoint_hash"];
+  SweepPlan grown = plan;
+  grown.seeds = 3;
+  grown.eval_lengths = {16, 32, 64, 128};
+  run_sweep(grown, out.string(), PHASOR_CLI_PATH);
+  CHECK(read_sweep_plan(out.string()).seeds == 3);
+  CHECK(sweep_cells(read_sweep_plan(out.string())).size() == 9);
+  const auto kept = nlohmann::json::parse(read_text_file((out / "cells" / cells[0].name / "result.json").string()));
+  CHECK(kept["checkpoint_hash"] == kept_hash);
+  CHECK(kept["eval"].contains("128"));
+  CHECK(fs::exists(out / "cells" / "arith-rope-s3" / "result.json"));
+  run_sweep(plan, out.string(), PHASOR_CLI_PATH);  // the original request now continues the grown sweep
+  CHECK(read_sweep_plan(out.string()).eval_lengths == std::vector<int64_t>{16, 32, 64, 128});
   fs::remove(out / "cells" / cells[2].name / "result.json");
   write_sweep_report(out.string());
   CHECK(read_text_file((out / "report.md").string()).find("**1 missing**") != std::string::npos);
@@ -341,6 +357,51 @@ TEST_CASE("a sweep of two sizes records each cell's config, commit and checkpoin
   CHECK(again["checkpoint_hash"] == first["checkpoint_hash"]);
   CHECK(again["eval"] == first["eval"]);
   fs::remove_all(out);
+}
+
+TEST_CASE("grow_sweep_plan: seeds, lengths, tasks and variants join the folder's plan; another field is refused by name") {
+  const SweepPlan there = tiny_plan();
+  SweepPlan here = there;
+  here.seeds = 5;
+  here.eval_lengths = {16, 128, 32};
+  here.variants.push_back({"alibi", Position::Alibi, CmhaInit::Rope, 16, 32});
+  here.variants.erase(here.variants.begin());  // a subset asked for: the folder's variants stay
+  here.jobs = 1;
+  const SweepPlan grown = grow_sweep_plan(there, here, "DIR");
+  CHECK(grown.seeds == 5);
+  CHECK(grown.eval_lengths == std::vector<int64_t>{16, 32, 64, 128});
+  REQUIRE(grown.variants.size() == 3);
+  CHECK(grown.variants[0].name == "complexformer-rope");
+  CHECK(grown.variants[2].name == "alibi");
+  CHECK(grown.jobs == 1);
+  SweepPlan again = grow_sweep_plan(grown, there, "DIR");  // asking for less continues the whole sweep
+  again.jobs = grown.jobs;
+  CHECK(to_json(again) == to_json(grown));
+
+  SweepPlan steps = there;
+  steps.steps = 5;
+  CHECK_THROWS_WITH_AS(grow_sweep_plan(there, steps, "DIR"), "sweep: 'DIR' holds a sweep with another plan: steps is 4 there, 5 here; "
+                       "choose another --out, or rerun with the folder's steps", Error);
+  SweepPlan length = there;
+  length.eval_lengths = {32, 64};
+  CHECK_THROWS_WITH_AS(grow_sweep_plan(there, length, "DIR"), doctest::Contains("the training length (eval_lengths[0]) is 16 there, 32 here"), Error);
+  SweepPlan width = there;
+  width.variants[1].d_model = 32;
+  CHECK_THROWS_WITH_AS(grow_sweep_plan(there, width, "DIR"), doctest::Contains("variants 'rope' is {"), Error);
+}
+
+TEST_CASE("set_sweep_shape: --d-model, --n-layers, --n-heads, --d-ff and --seq-len override a preset of one size") {
+  SweepPlan p = sweep_preset("quick");
+  set_sweep_shape(p, {.d_model = 128, .n_layers = 3, .n_heads = 4, .d_ff = 352, .seq_len = 256});
+  CHECK(p.n_layers == 3);
+  for (const SweepVariant& v : p.variants) CHECK((v.d_model == 128 && v.d_ff == 352));
+  REQUIRE(!p.efficiency.empty());
+  CHECK(p.efficiency[0].d_model == 96);  // 3/4 of 64 -> 3/4 of 128, whole pairs per head
+  CHECK(p.eval_lengths == std::vector<int64_t>{256, 512, 1024, 2048, 4096});
+  SweepPlan odd = sweep_preset("quick");
+  CHECK_THROWS_WITH_AS(set_sweep_shape(odd, {.d_model = 100}), doctest::Contains("multiple of 2 x n_heads (8)"), Error);
+  SweepPlan scale = sweep_preset("scale");
+  CHECK_THROWS_WITH_AS(set_sweep_shape(scale, {.n_layers = 2}), doctest::Contains("compares 3 sizes"), Error);
 }
 
 TEST_CASE("weighted_line_fit: slope, intercept, their standard errors and chi2 against values worked by hand") {

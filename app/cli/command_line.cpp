@@ -66,6 +66,9 @@ Flags& Flags::option(const std::string& name, std::string& value, const std::str
 Flags& Flags::option(const std::string& name, std::vector<std::string>& value, const std::string& help) {
   return added(command_->add_option(name, value, help));
 }
+Flags& Flags::option(const std::string& name, std::vector<int64_t>& value, const std::string& help) {
+  return added(command_->add_option(name, value, help));
+}
 Flags& Flags::option(const std::string& name, int& value, const std::string& help) {
   return added(command_->add_option(name, value, help));
 }

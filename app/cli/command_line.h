@@ -28,6 +28,7 @@ class Flags {
   // An option taking a value. A name without dashes is positional.
   Flags& option(const std::string& name, std::string& value, const std::string& help);
   Flags& option(const std::string& name, std::vector<std::string>& value, const std::string& help);
+  Flags& option(const std::string& name, std::vector<int64_t>& value, const std::string& help);
   Flags& option(const std::string& name, int& value, const std::string& help);
   Flags& option(const std::string& name, int64_t& value, const std::string& help);
   Flags& option(const std::string& name, uint64_t& value, const std::string& help);

@@ -26,7 +26,7 @@ class Sweep final : public Command {
                  "or length (every variant on the tasks passkey, copy, recall and flipflop, trained at 128 and scored by exact match at 1x to 16x; "
                  "2 cores, at most 6 hours: run it in pieces)")
         .one_of({"quick", "long", "full", "scale", "rivals", "length"});
-    flags.option("--out", out_, "folder of the sweep; rerunning continues it").required();
+    flags.option("--out", out_, "folder of the sweep; rerunning continues it, and more --seeds, lengths, --tasks or --variants extend it").required();
     flags.option("--jobs", jobs_, "cells trained at once (default: the preset's)").within(1, 256);
     flags.option("--steps", steps_, "training steps per cell (default: the preset's)").within(int64_t{1}, int64_t{1'000'000'000'000});
     flags.option("--seeds", seeds_, "seeds per cell (default: the preset's)").within(int64_t{1}, int64_t{100});
@@ -41,6 +41,15 @@ class Sweep final : public Command {
     flags.option("--variants", variants_, "only these of the preset's variants, by name (e.g. complexformer-rope rope), and evaluation-time "
                                           "entries VARIANT+METHOD (rope+pi, rope+ntk, rope+yarn: the trained variant evaluated with that "
                                           "context extension, S = length / training length)");
+    flags.option("--d-model", shape_.d_model, "model width of every main-grid variant (default: the preset's; the efficiency twins keep their ratio)")
+        .within(int64_t{2}, int64_t{65536});
+    flags.option("--n-layers", shape_.n_layers, "layers (default: the preset's)").within(int64_t{1}, int64_t{1024});
+    flags.option("--n-heads", shape_.n_heads, "attention heads (default: the preset's)").within(int64_t{1}, int64_t{1024});
+    flags.option("--d-ff", shape_.d_ff, "feed-forward width (default: the preset's)").within(int64_t{1}, int64_t{1} << 20);
+    flags.option("--seq-len", shape_.seq_len, "training length; the evaluation lengths keep their ratio to it (default: the preset's)")
+        .within(int64_t{1}, int64_t{1} << 20);
+    flags.option("--eval-lengths", eval_lengths_, "lengths the long-context task is evaluated at besides the training length (default: the preset's)")
+        .within(int64_t{1}, int64_t{1} << 20);
     flags.option("--throughput-rounds", rounds_, "rounds of the throughput measurement (default: the preset's)").within(int64_t{0}, int64_t{100});
     flags.option("--device", device_, "cpu or cuda (default: the preset's)").one_of({"cpu", "cuda"});
     flags.option("--stop-after", stop_after_, "start no cell after this many minutes (running ones finish; 0: only write the plan); rerun to continue").finite_within(0, 1e6);
@@ -59,6 +68,14 @@ class Sweep final : public Command {
       if (jobs_ > 0) plan.jobs = jobs_;
       if (steps_ > 0) set_sweep_steps(plan, steps_);
       if (seeds_ > 0) plan.seeds = seeds_;
+      set_sweep_shape(plan, shape_);
+      if (!eval_lengths_.empty()) {
+        std::erase(eval_lengths_, plan.seq_len());
+        std::sort(eval_lengths_.begin(), eval_lengths_.end());
+        eval_lengths_.erase(std::unique(eval_lengths_.begin(), eval_lengths_.end()), eval_lengths_.end());
+        eval_lengths_.insert(eval_lengths_.begin(), plan.seq_len());
+        plan.eval_lengths = eval_lengths_;
+      }
       if (eval_tokens_ > 0) plan.eval_tokens = eval_tokens_;
       if (arith_ >= 0) plan.arith_problems = arith_;
       if (task_examples_ > 0) plan.task_examples = task_examples_;
@@ -76,6 +93,8 @@ class Sweep final : public Command {
   std::string preset_ = "quick", out_, cell_, device_;
   int64_t steps_ = 0, seeds_ = 0, eval_tokens_ = 0, arith_ = -1, rounds_ = -1, task_examples_ = 0;
   std::vector<std::string> tasks_, files_, variants_;
+  SweepShape shape_;
+  std::vector<int64_t> eval_lengths_;
   int jobs_ = 0;
   double stop_after_ = -1;  // no limit
   bool report_only_ = false;
