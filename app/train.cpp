@@ -376,14 +376,20 @@ struct Run {
     previous_checkpoint_ = name;
   }
 
-  double validation_loss() {
+  EvalResult validation() {
     model->eval();
     const PositionScaling during = model->position_scaling();
     model->set_position_scaling(scaling);  // the full phase: a warm-up is training's alone
-    const double loss = evaluate(*model, data.validation, options.seq_len, options.eval_windows).loss;
+    const EvalResult r = evaluate(*model, data.validation, options.seq_len, options.eval_windows);
     model->set_position_scaling(during);
     model->train();
-    return loss;
+    return r;
+  }
+
+  // "first 32 windows" when --eval-windows cut the held-out text short, else "all 12 windows".
+  std::string scored_windows(const EvalResult& r) const {
+    const int64_t all = (static_cast<int64_t>(data.validation.size()) - 1) / options.seq_len;
+    return (r.windows < all ? "first " : "all ") + std::to_string(r.windows) + (r.windows == 1 ? " window" : " windows");
   }
 
   // The angle warm-up's phase multiplier for the step about to run (--angle-warmup).
@@ -609,12 +615,15 @@ TrainSummary run_loop(Run& run) {
                      static_cast<long>(o.steps), last.loss, lr, tokens_per_s, format_duration(eta).c_str(), tty ? "   " : "\n");
     }
     if (validation_due) {
-      summary.final_val_loss = run.validation_loss();
+      const EvalResult val = run.validation();
+      summary.final_val_loss = val.loss;
+      summary.val_windows = run.scored_windows(val);
       summary.validated = true;
       run.write_log({{"step", run.step}, {"val_loss", summary.final_val_loss}});
       announce();
       if (root)
-        std::fprintf(stderr, "%sstep %ld: validation loss %.4f\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss);
+        std::fprintf(stderr, "%sstep %ld: validation loss %.4f (%s)\n", tty ? "\n" : "", static_cast<long>(run.step), summary.final_val_loss,
+                     summary.val_windows.c_str());
     }
     // A --ckpt-every save that falls on a skipped step waits for the next good
     // one, so `latest` never moves into a run of bad steps (the checkpoint

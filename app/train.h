@@ -124,6 +124,9 @@ struct TrainSummary {
   double final_loss = NAN;      // of the last step not skipped; NaN when every step was skipped
   double final_val_loss = NAN;  // of the last validation; meaningful only when `validated`
   bool validated = false;
+  // What that validation scored: "first 32 windows" (--eval-windows of more),
+  // or "all 12 windows", so that it is not mistaken for `phasor eval`'s number.
+  std::string val_windows;
   double tokens_per_second = 0;
   int64_t skipped_steps = 0;
   bool interrupted = false;

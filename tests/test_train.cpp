@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -505,6 +506,27 @@ TEST_CASE("eval of a run's checkpoint scores its held-out text by default, and s
   const fs::path lone = scratch() / "lone.safetensors";
   fs::copy_file(run / "ckpt-00000002" / "model.safetensors", lone, fs::copy_options::overwrite_existing);
   check_clear_failure(phasor_cli("eval --checkpoint " + quote(lone) + " --seq-len 32"), "give --data");
+}
+
+TEST_CASE("the validation line says how many windows it scored; eval defaults --seq-len to the run's training length and says so") {
+  const fs::path run = fresh_dir("val_label");
+  const Cli trained = phasor_cli(train_args(run, "--steps 2 --eval-every 0 --eval-windows 2"));
+  REQUIRE_MESSAGE(trained.status == 0, trained.err);
+  CHECK(std::regex_search(trained.err, std::regex(R"(step 2: validation loss \d+\.\d{4} \(first 2 windows\))")));
+  CHECK(std::regex_search(trained.out, std::regex(R"(validation loss \d+\.\d{4} \(first 2 windows\))")));
+  const fs::path all = fresh_dir("val_label_all");
+  const Cli every = phasor_cli(train_args(all, "--steps 2 --eval-every 0 --eval-windows 0"));
+  REQUIRE_MESSAGE(every.status == 0, every.err);
+  CHECK(std::regex_search(every.out, std::regex(R"(validation loss \d+\.\d{4} \(all \d+ windows\))")));
+
+  const Cli e = phasor_cli("eval --checkpoint " + quote(run) + " --json");  // trained at 32 (train_args), not eval's old 128
+  REQUIRE_MESSAGE(e.status == 0, e.err);
+  CHECK(e.err.find("eval: --seq-len 32, the run's training length") != std::string::npos);
+  CHECK(Json::parse(e.out).at("seq_len") == 32);
+  const Cli given = phasor_cli("eval --checkpoint " + quote(run) + " --seq-len 16 --json");
+  REQUIRE_MESSAGE(given.status == 0, given.err);
+  CHECK(given.err.find("training length") == std::string::npos);
+  CHECK(Json::parse(given.out).at("seq_len") == 16);
 }
 
 TEST_CASE("info --json prints one JSON object: the config and the parameter count") {

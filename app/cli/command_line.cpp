@@ -144,6 +144,8 @@ std::vector<std::string> Flags::given() const {
 CommandLine::CommandLine(const std::string& description, const std::string& version_line)
     : app_(std::make_unique<CLI::App>(description)) {
   app_->require_subcommand(1);
+  // Every option's help shows its default (the value its variable holds before parsing); subcommands inherit this.
+  app_->option_defaults()->always_capture_default();
   app_->set_version_flag("--version", version_line, "print the version this build was made from");
 }
 

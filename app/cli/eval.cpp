@@ -31,7 +31,7 @@ class Eval final : public Command {
   void add_flags(Flags& flags) override {
     flags.checkpoint("--checkpoint", checkpoint_);
     flags.option("--data", data_, "a text file or a built-in corpus (default: the held-out text of the checkpoint's run, its validation.txt)");
-    flags.option("--seq-len", seq_len_, "window length L").positive();
+    flags.option("--seq-len", seq_len_, "window length L (default: the run's training length for a checkpoint in a run folder, else 128)").positive();
     flags.option("--max-windows", max_windows_, "score at most K windows (0: all)").non_negative();
     flags.option("--batch", batch_, "windows per forward pass (at most 2^20)").within(int64_t{1}, int64_t{1} << 20);
     flags.option("--arith-problems", arith_problems_, "also score this many held-out arithmetic problems by greedy exact match (at most 100000)")
@@ -50,6 +50,7 @@ class Eval final : public Command {
     const nn::PrecisionScope precision(precision_.value());
     const auto model = load_model(checkpoint_);
     model->set_position_scaling(scaling_.over(model->position_scaling()));  // refused before any note is printed
+    if (flags.count("--seq-len") == 0) default_to_training_length();
     if (is_task(data_) && !std::filesystem::exists(data_)) return run_task(*model, flags.count("--batch") > 0 ? batch_ : 0);
     PHASOR_CHECK(!task_flag_given(flags), "eval: --examples, --depths, --seed and --dump-examples are for a task's examples (--data ", task_names(), ")");
     const std::string data = data_to_score();
@@ -123,6 +124,22 @@ class Eval final : public Command {
       start = end + 1;
     }
     return depths;
+  }
+
+  // Without --seq-len: the length the checkpoint's run trained at (its
+  // config.json), said on stderr, so that eval scores what training validated.
+  void default_to_training_length() {
+    const std::string run = run_folder_of(checkpoint_);
+    if (run.empty()) return;
+    int64_t trained = 0;
+    try {
+      trained = nlohmann::json::parse(read_file_bytes(run + "/config.json", 16u << 20, "16 MiB for a config file")).value("seq_len", int64_t{0});
+    } catch (const std::exception&) {
+      return;  // an unreadable config keeps the default
+    }
+    if (trained <= 0) return;
+    seq_len_ = trained;
+    std::fprintf(stderr, "eval: --seq-len %ld, the run's training length (give --seq-len for another)\n", static_cast<long>(seq_len_));
   }
 
   // --data, or the run's held-out text; a note on stderr where --data is the text the run trained on.

@@ -91,14 +91,14 @@ class Train final : public Command {
     if (flags.count("--precision")) changes.precision = options_.precision;
     if (flags.count("--data")) changes.data = options_.data;
     const TrainSummary s = resume_dir_.empty() ? train(options_) : resume(resume_dir_, flags.count("--steps") ? options_.steps : 0, changes);
-    const auto loss_text = [](bool computed, double loss) {
+    const auto loss_text = [](bool computed, double loss, const std::string& of = "") {
       char text[32] = "not computed";
       if (computed) std::snprintf(text, sizeof text, "%.4f", loss);
-      return std::string(text);
+      return std::string(text) + (computed && !of.empty() ? " (" + of + ")" : "");
     };
     if (world().is_root())
       std::printf("trained %ld steps: loss %s, validation loss %s, %.0f tokens/s%s\n", static_cast<long>(s.steps_done),
-                  loss_text(!std::isnan(s.final_loss), s.final_loss).c_str(), loss_text(s.validated, s.final_val_loss).c_str(),
+                  loss_text(!std::isnan(s.final_loss), s.final_loss).c_str(), loss_text(s.validated, s.final_val_loss, s.val_windows).c_str(),
                   s.tokens_per_second, s.interrupted ? " (interrupted; checkpoint saved)" : "");
     finalize_distributed();
     return s.interrupted ? 130 : 0;
