@@ -19,6 +19,7 @@
 #include "models/data/tokenizer.h"
 #include "models/model_io.h"
 #include "python/bindings.h"
+#include "python/gil.h"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -52,7 +53,7 @@ py::dict curvature_of(const CausalLM& model, const std::string& text, int64_t se
   PHASOR_CHECK(!top || *top > 0, "curvature: top must be positive, or None for the exact Hessian, got ", top.value_or(0));
   CurvatureOptions o{.seq_len = seq_len, .window = window, .window_count = windows, .params = params, .top = top.value_or(0),
                      .which = spectrum_end(which), .max_products = max_hvps, .tolerance = tol, .seed = seed};
-  const CurvatureResult r = curvature(model, ByteTokenizer().encode(text), o);
+  const CurvatureResult r = without_gil([&] { return curvature(model, ByteTokenizer().encode(text), o); });
   py::dict out = json_to_python(curvature_json(r));
   const int64_t k = static_cast<int64_t>(r.eigenvalues.size());
   std::vector<double> rows;
@@ -69,13 +70,13 @@ void bind_models(py::module_& m) {
       .def_property_readonly("config", [](const CausalLM& model) { return json_to_python(to_json(model.config())); })
       .def("parameters", [](const CausalLM& model) { return named(model.named_parameters()); },
            "the parameters by checkpoint name (tensors sharing the model's memory)")
-      .def("forward", [](const CausalLM& model, const Tensor& tokens) { return model.forward(tokens); }, "tokens"_a,
+      .def("forward", [](const CausalLM& model, const Tensor& tokens) { return model.forward(tokens); }, "tokens"_a, ReleaseGil(),
            "logits [B, N, vocab] of int64 tokens [B, N]")
       .def("loss", [](const CausalLM& model, const Tensor& tokens, const Tensor& targets) { return model.loss(tokens, targets); },
-           "tokens"_a, "targets"_a, "mean cross-entropy of the next-token predictions (differentiable)")
+           "tokens"_a, "targets"_a, ReleaseGil(), "mean cross-entropy of the next-token predictions (differentiable)")
       .def("evaluate", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t max_windows, int64_t batch) {
              check_positions_fit(model.config(), seq_len, "Model.evaluate: seq_len");  // in Python's words, not the CLI's
-             const EvalResult r = evaluate(model, ByteTokenizer().encode(text), seq_len, max_windows, batch);
+             const EvalResult r = without_gil([&] { return evaluate(model, ByteTokenizer().encode(text), seq_len, max_windows, batch); });
              return py::dict("loss"_a = r.loss, "ppl"_a = r.ppl, "tokens"_a = r.tokens, "windows"_a = r.windows,
                              "seq_len"_a = r.seq_len);
            }, "text"_a, "seq_len"_a = 128, "max_windows"_a = 0, "batch"_a = 8,
@@ -93,7 +94,7 @@ void bind_models(py::module_& m) {
              o.batch = batch;
              check_task_length(o.task, seq_len, "Model.evaluate_task: seq_len");  // in Python's words
              PHASOR_CHECK(examples >= 1 && examples <= 1'000'000, "Model.evaluate_task: examples must be from 1 to 1000000, got ", examples);
-             const TaskEvaluation e = evaluate_task(model, o);
+             const TaskEvaluation e = without_gil([&] { return evaluate_task(model, o); });
              nlohmann::json out = to_json(e.score);
              out["task"] = task, out["seq_len"] = seq_len, out["seed"] = seed;
              py::dict result = json_to_python(out);
@@ -112,8 +113,10 @@ void bind_models(py::module_& m) {
            "depths (passkey: spread over `depths`, by default 0, 25, 50, 75, 100) and `scored`, each example's prompt, "
            "answer (bytes), depth and whether it was right (as --dump-examples writes them)")
       .def("gradients", [](const CausalLM& model, const std::string& text, int64_t seq_len, int64_t window, bool activations) {
-             const WindowGradients g = window_gradients(model, ByteTokenizer().encode(text), seq_len, window, activations,
-                                                        {"Model.gradients", "seq_len", "window", "activations"});
+             const WindowGradients g = without_gil([&] {
+               return window_gradients(model, ByteTokenizer().encode(text), seq_len, window, activations,
+                                       {"Model.gradients", "seq_len", "window", "activations"});
+             });
              return py::dict("loss"_a = g.loss, "window"_a = g.window, "windows"_a = g.windows, "seq_len"_a = g.seq_len,
                              "parameters"_a = named(g.parameters), "activations"_a = named(g.activations));
            }, "text"_a, "seq_len"_a, "window"_a = 0, "activations"_a = false,
@@ -122,10 +125,13 @@ void bind_models(py::module_& m) {
       .def("generate", [](const CausalLM& model, const std::string& prompt, int64_t tokens, double temperature, int64_t top_k,
                           uint64_t seed, double top_p) {
              const std::vector<int64_t> ids = encode_prompt(prompt, model.config().vocab_size);
-             return py::bytes(ByteTokenizer().decode(generate(model, ids, SampleOptions{tokens, temperature, top_k, top_p, seed})));
+             const std::string text = without_gil([&] {
+               return ByteTokenizer().decode(generate(model, ids, SampleOptions{tokens, temperature, top_k, top_p, seed}));
+             });
+             return py::bytes(text);
            }, "prompt"_a, "tokens"_a = 200, "temperature"_a = 0.8, "top_k"_a = 0, "seed"_a = 0, "top_p"_a = 1.0,
            "the continuation of `prompt` (bytes: one token per byte), as `phasor generate` streams it");
-  m.def("load", [](const std::string& path) { return std::shared_ptr<CausalLM>(load_model(model_file_of(path))); }, "checkpoint"_a,
+  m.def("load", [](const std::string& path) { return std::shared_ptr<CausalLM>(load_model(model_file_of(path))); }, "checkpoint"_a, ReleaseGil(),
         "a model from a checkpoint: a model.safetensors file, its checkpoint folder, or a run folder (its latest checkpoint)");
   m.def("curvature", [](const py::object& model_or_checkpoint, const std::string& text, int64_t seq_len, int64_t window, int64_t windows,
                         const std::vector<std::string>& params, std::optional<int64_t> top, const std::string& which, int64_t max_hvps,

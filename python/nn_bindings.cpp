@@ -20,6 +20,7 @@
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "python/bindings.h"
+#include "python/gil.h"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -175,7 +176,7 @@ void bind_nn(py::module_& m) {
              std::optional<Generator> gen = seed ? std::optional<Generator>(Generator(*seed)) : std::nullopt;
              return std::make_shared<nn::Linear>(in, out, bias, dtype, gen ? &*gen : nullptr);
            }), "in_features"_a, "out_features"_a, "bias"_a = true, "dtype"_a = DType::Float32, "seed"_a = py::none())
-      .def("forward", &nn::Linear::forward, "x"_a)
+      .def("forward", &nn::Linear::forward, "x"_a, ReleaseGil())
       .def_readonly("weight", &nn::Linear::weight)
       .def_property_readonly("bias", [](const nn::Linear& l) { return l.bias.defined() ? std::optional<Tensor>(l.bias) : std::nullopt; });
   layer<nn::Embedding>(nn, "Embedding", "rows of a [count, dim] table picked by int64 ids")
@@ -183,22 +184,22 @@ void bind_nn(py::module_& m) {
              std::optional<Generator> gen = seed ? std::optional<Generator>(Generator(*seed)) : std::nullopt;
              return std::make_shared<nn::Embedding>(count, dim, gen ? &*gen : nullptr);
            }), "num_embeddings"_a, "embedding_dim"_a, "seed"_a = py::none())
-      .def("forward", &nn::Embedding::forward, "ids"_a)
+      .def("forward", &nn::Embedding::forward, "ids"_a, ReleaseGil())
       .def_readonly("weight", &nn::Embedding::weight);
   layer<nn::RMSNorm>(nn, "RMSNorm", "x / rms(x) * weight over the last dimension")
       .def(py::init<int64_t, double>(), "dim"_a, "eps"_a = 1e-5)
-      .def("forward", &nn::RMSNorm::forward, "x"_a)
+      .def("forward", &nn::RMSNorm::forward, "x"_a, ReleaseGil())
       .def_readonly("weight", &nn::RMSNorm::weight);
   layer<nn::LayerNorm>(nn, "LayerNorm", "layer normalisation over the last dimension")
       .def(py::init<int64_t, double>(), "dim"_a, "eps"_a = 1e-5)
-      .def("forward", &nn::LayerNorm::forward, "x"_a);
+      .def("forward", &nn::LayerNorm::forward, "x"_a, ReleaseGil());
   layer<nn::Dropout>(nn, "Dropout", "zeroes each element with probability p in training (seeded), the identity in eval()")
       .def(py::init<double, uint64_t>(), "p"_a = 0.5, "seed"_a = 0)
-      .def("forward", &nn::Dropout::forward, "x"_a);
-  nn.def("mse_loss", &nn::mse_loss, "input"_a, "target"_a, "mean of |input - target|^2");
+      .def("forward", &nn::Dropout::forward, "x"_a, ReleaseGil());
+  nn.def("mse_loss", &nn::mse_loss, "input"_a, "target"_a, ReleaseGil(), "mean of |input - target|^2");
   nn.def("cross_entropy", [](const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
            return cross_entropy(logits, targets, ignore_index, true);
-         }, "logits"_a, "targets"_a, "ignore_index"_a = -100, "mean cross-entropy of [N, C] logits against [N] int64 targets");
+         }, "logits"_a, "targets"_a, "ignore_index"_a = -100, ReleaseGil(), "mean cross-entropy of [N, C] logits against [N] int64 targets");
 
   py::module_ optim = m.def_submodule("optim", "the library's optimizers (nn/optim.h) with PyTorch's signatures");
   py::class_<nn::AdamW>(optim, "AdamW", "AdamW as PyTorch computes it (complex parameters as pairs of reals)")
@@ -207,7 +208,7 @@ void bind_nn(py::module_& m) {
                return nn::AdamW(param_groups(params, weight_decay), nn::AdamWOptions{lr, betas.first, betas.second, eps});
              });
            }), "params"_a, "lr"_a = 1e-3, "betas"_a = std::pair<double, double>(0.9, 0.999), "eps"_a = 1e-8, "weight_decay"_a = 1e-2)
-      .def("step", [](nn::AdamW& o) { o.step(); })
+      .def("step", [](nn::AdamW& o) { o.step(); }, ReleaseGil())
       .def("zero_grad", &nn::AdamW::zero_grad)
       .def_property("lr", &nn::AdamW::lr, [](nn::AdamW& o, double lr) { as_value_error([&] { o.set_lr(lr); }); })
       .def_property_readonly("steps", &nn::AdamW::steps)
@@ -237,7 +238,7 @@ void bind_nn(py::module_& m) {
              });
            }), "params"_a, "lr"_a, "momentum"_a = 0.0, "dampening"_a = 0.0, "weight_decay"_a = 0.0, "nesterov"_a = false, py::kw_only(),
            "maximize"_a = false)
-      .def("step", &nn::SGD::step)
+      .def("step", &nn::SGD::step, ReleaseGil())
       .def("zero_grad", &nn::SGD::zero_grad)
       .def_property("lr", &nn::SGD::lr, [](nn::SGD& o, double lr) { as_value_error([&] { o.set_lr(lr); }); })
       .def("state_dict", [](const nn::SGD& o) { return py::dict("state"_a = o.state(), "lr"_a = o.lr()); },

@@ -17,6 +17,7 @@
 #include "autograd/functional.h"
 #include "autograd/gradcheck.h"
 #include "python/bindings.h"
+#include "python/gil.h"
 #include "python/indexing.h"
 #include "python/numpy_bridge.h"
 
@@ -57,9 +58,12 @@ Tensor in_place_operand(const Operand& x, const Tensor& dst) {
 py::object in_place(py::object self, ops::Binary op, const Operand& x, double alpha, const char* name) {
   const Tensor& t = self.cast<const Tensor&>();
   check_in_place(t, name);
-  Tensor src = op == ops::Binary::Div ? operand(x, t) : in_place_operand(x, t);
-  if (alpha != 1.0) src = mul(src.detach(), scalar_like(src, alpha));
-  ops::binary_(op, t, src);
+  without_gil([&] {
+    Tensor src = op == ops::Binary::Div ? operand(x, t) : in_place_operand(x, t);
+    if (alpha != 1.0) src = mul(src.detach(), scalar_like(src, alpha));
+    ops::binary_(op, t, src);
+    return 0;
+  });
   return self;
 }
 
@@ -196,7 +200,7 @@ into values a graph has saved (including via t.detach().numpy()).)");
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
       .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph, bool create_graph) {
              t.backward(gradient.value_or(Tensor()), retain_graph, create_graph);
-           }, "gradient"_a = py::none(), "retain_graph"_a = false, "create_graph"_a = false,
+           }, "gradient"_a = py::none(), "retain_graph"_a = false, "create_graph"_a = false, ReleaseGil(),
            "from a real scalar, or seeded with `gradient`; complex leaves get dL/dx + i dL/dy (PyTorch's convention); "
            "with create_graph the gradients carry a graph of their own")
       .def("retain_grad", &Tensor::retain_grad)
@@ -205,7 +209,7 @@ into values a graph has saved (including via t.detach().numpy()).)");
       .def("copy_", [](py::object self, const Operand& src) {
              const Tensor& t = self.cast<const Tensor&>();
              check_in_place(t, "copy_");
-             ops::copy_(t, operand(src, t));
+             without_gil([&] { ops::copy_(t, operand(src, t)); return 0; });
              return self;
            }, "src"_a, "writes src (broadcast, converted) into this tensor's memory: NumPy views of it see the values")
       .def("fill_", [](py::object self, c128 value) {
@@ -222,9 +226,9 @@ into values a graph has saved (including via t.detach().numpy()).)");
            })
       .def("bits", [](py::object self) { return tensor_bits(self.cast<const Tensor&>(), self); },
            "a bfloat16 tensor's memory as a NumPy uint16 array (NumPy has no bfloat16): the same memory, writes seen both ways")
-      .def("to", [](const Tensor& t, DType d) { return to(t, d); }, "dtype"_a)
-      .def("clone", [](const Tensor& t) { return clone(t); })
-      .def("contiguous", [](const Tensor& t) { return contiguous(t); })
+      .def("to", [](const Tensor& t, DType d) { return to(t, d); }, "dtype"_a, ReleaseGil())
+      .def("clone", [](const Tensor& t) { return clone(t); }, ReleaseGil())
+      .def("contiguous", [](const Tensor& t) { return contiguous(t); }, ReleaseGil())
       .def("reshape", [](const Tensor& t, const std::vector<int64_t>& s) { return reshape(t, to_dims(s)); })
       .def("permute", [](const Tensor& t, const std::vector<int64_t>& o) { return permute(t, to_dims(o)); })
       .def("transpose", [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); })
@@ -251,8 +255,10 @@ into values a graph has saved (including via t.detach().numpy()).)");
   for (const auto& [name, op] : arithmetic) {
     const std::string n = name;
     const Binary fn = op;  // a lambda cannot capture a structured binding before clang 16
-    tensor.def(("__" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, py::is_operator());
-    tensor.def(("__r" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(operand(b, a), a); }, py::is_operator());
+    tensor.def(("__" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, py::is_operator(),
+               ReleaseGil());
+    tensor.def(("__r" + n + "__").c_str(), [fn](const Tensor& a, const Operand& b) { return fn(operand(b, a), a); }, py::is_operator(),
+               ReleaseGil());
   }
   // In-place arithmetic (t.add_(x), t += x) gives back the same object, so
   // `W -= lr * W.grad` under no_grad updates the parameter itself.
@@ -290,7 +296,8 @@ into values a graph has saved (including via t.detach().numpy()).)");
   for (const auto& [name, op] : comparisons) {
     const ops::Compare cmp = op;  // a lambda cannot capture a structured binding before clang 16
     tensor.def(("__" + std::string(name) + "__").c_str(),
-               [cmp](const Tensor& a, const Operand& b) { return ops::compare(cmp, a.detach(), operand(b, a).detach()); }, py::is_operator());
+               [cmp](const Tensor& a, const Operand& b) { return ops::compare(cmp, a.detach(), operand(b, a).detach()); }, py::is_operator(),
+               ReleaseGil());
   }
   tensor.def("__hash__", [](py::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); });
   tensor.def_property_readonly("device", [](const Tensor& t) {
@@ -298,10 +305,10 @@ into values a graph has saved (including via t.detach().numpy()).)");
     name << t.device();
     return name.str();
   }, "where the tensor lives: 'cpu' or 'cuda:0'");
-  tensor.def("__neg__", [](const Tensor& a) { return neg(a); })
-      .def("__abs__", [](const Tensor& a) { return abs(a); })  // abs(t): |z| of a complex tensor, real
-      .def("__pow__", [](const Tensor& a, double e) { return pow(a, e); }, py::is_operator())
-      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator());
+  tensor.def("__neg__", [](const Tensor& a) { return neg(a); }, ReleaseGil())
+      .def("__abs__", [](const Tensor& a) { return abs(a); }, ReleaseGil())  // abs(t): |z| of a complex tensor, real
+      .def("__pow__", [](const Tensor& a, double e) { return pow(a, e); }, py::is_operator(), ReleaseGil())
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator(), ReleaseGil());
   py::implicitly_convertible<py::buffer, Tensor>();  // any op takes a NumPy array for a tensor (zero-copy)
 
   const std::pair<const char*, Unary> unary[] = {
@@ -311,35 +318,35 @@ into values a graph has saved (including via t.detach().numpy()).)");
       {"conj", &conj},     {"angle", &angle}, {"real", &real},       {"imag", &imag},
       {"view_as_real", &view_as_real},        {"view_as_complex", &view_as_complex}, {"contiguous", &contiguous}, {"clone", &clone}};
   for (const auto& [name, fn] : unary) {
-    m.def(name, fn, "x"_a);
-    if (std::string_view(name) != "real" && std::string_view(name) != "imag") tensor.def(name, fn);  // those two are properties
+    m.def(name, fn, "x"_a, ReleaseGil());
+    if (std::string_view(name) != "real" && std::string_view(name) != "imag") tensor.def(name, fn, ReleaseGil());  // those two are properties
   }
   const std::pair<const char*, Binary> binary[] = {{"add", &add},         {"sub", &sub},         {"mul", &mul},
                                                    {"div", &div},         {"maximum", &maximum}, {"minimum", &minimum},
                                                    {"atan2", &atan2},     {"complex", &complex}, {"polar", &polar}};
   for (const auto& [name, op] : binary) {
     const Binary fn = op;
-    m.def(name, [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, "a"_a, "b"_a);
+    m.def(name, [fn](const Tensor& a, const Operand& b) { return fn(a, operand(b, a)); }, "a"_a, "b"_a, ReleaseGil());
   }
-  m.def("pow", [](const Tensor& a, double e) { return pow(a, e); }, "x"_a, "exponent"_a);
-  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, "a"_a, "b"_a);
+  m.def("pow", [](const Tensor& a, double e) { return pow(a, e); }, "x"_a, "exponent"_a, ReleaseGil());
+  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, "a"_a, "b"_a, ReleaseGil());
 
   // Reductions over `dims` (all when empty).
   using Reduction = Tensor (*)(const Tensor&, const std::vector<int64_t>&, bool);
   const std::pair<const char*, Reduction> reductions[] = {{"sum", &sum}, {"mean", &mean}, {"norm", &norm}};
   for (const auto& [name, fn] : reductions) {
-    m.def(name, fn, "x"_a, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false);
-    tensor.def(name, fn, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false);
+    m.def(name, fn, "x"_a, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false, ReleaseGil());
+    tensor.def(name, fn, "dims"_a = std::vector<int64_t>{}, "keepdim"_a = false, ReleaseGil());
   }
-  m.def("cumsum", [](const Tensor& x, int64_t dim) { return cumsum(x, dim); }, "x"_a, "dim"_a,
+  m.def("cumsum", [](const Tensor& x, int64_t dim) { return cumsum(x, dim); }, "x"_a, "dim"_a, ReleaseGil(),
         "inclusive running sums along dim, shaped like x (torch.cumsum)");
-  tensor.def("cumsum", [](const Tensor& x, int64_t dim) { return cumsum(x, dim); }, "dim"_a);
-  m.def("softmax", [](const Tensor& x, int64_t dim) { return softmax(x, dim); }, "x"_a, "dim"_a);
-  m.def("log_softmax", [](const Tensor& x, int64_t dim) { return log_softmax(x, dim); }, "x"_a, "dim"_a);
+  tensor.def("cumsum", [](const Tensor& x, int64_t dim) { return cumsum(x, dim); }, "dim"_a, ReleaseGil());
+  m.def("softmax", [](const Tensor& x, int64_t dim) { return softmax(x, dim); }, "x"_a, "dim"_a, ReleaseGil());
+  m.def("log_softmax", [](const Tensor& x, int64_t dim) { return log_softmax(x, dim); }, "x"_a, "dim"_a, ReleaseGil());
   m.def("logsumexp", [](const Tensor& x, int64_t dim, bool keepdim) { return logsumexp(x, dim, keepdim); }, "x"_a, "dim"_a,
-        "keepdim"_a = false);
-  m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0);
-  m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0);
+        "keepdim"_a = false, ReleaseGil());
+  m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0, ReleaseGil());
+  m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0, ReleaseGil());
 
   install_buffer_refusals(tensor);  // after def_buffer, which set the slot
 
@@ -422,10 +429,10 @@ def wrap(fn, no_grad):
             out.push_back(g.defined() ? std::optional<Tensor>(g) : std::nullopt);
           return out;
         }, "outputs"_a, "inputs"_a, "grad_outputs"_a = py::none(), "create_graph"_a = false, "retain_graph"_a = py::none(),
-        "allow_unused"_a = false,
+        "allow_unused"_a = false, ReleaseGil(),
         "the gradients of sum Re<grad_outputs[i], outputs[i]> w.r.t. inputs, writing no .grad (torch.autograd.grad); "
         "None for an unused input when allow_unused");
-  m.def("hvp", &hvp, "loss"_a, "params"_a, "v"_a,
+  m.def("hvp", &hvp, "loss"_a, "params"_a, "v"_a, ReleaseGil(),
         "the Hessian-vector product H v of a real scalar loss w.r.t. params (complex ones as pairs of reals)");
   m.def("jvp", [](const py::function& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {
           const JvpResult r = jvp(python_function(f), inputs, tangents);
