@@ -35,8 +35,12 @@ EvalResult evaluate(const CausalLM& model, const std::vector<int64_t>& tokens, i
 }
 
 namespace {
-int64_t sample(const Tensor& logits_row, const SampleOptions& o, Generator& gen) {
+// `seen`: whether each token is in the context so far (for the repetition penalty).
+int64_t sample(const Tensor& logits_row, const SampleOptions& o, const std::vector<char>& seen, Generator& gen) {
   std::vector<double> l = logits_row.to_vector<double>();
+  if (o.repetition_penalty != 1.0)
+    for (size_t i = 0; i < l.size() && i < seen.size(); ++i)
+      if (seen[i]) l[i] = l[i] > 0 ? l[i] / o.repetition_penalty : l[i] * o.repetition_penalty;
   if (o.temperature <= 0) return std::max_element(l.begin(), l.end()) - l.begin();
   if (o.top_k > 0 && o.top_k < static_cast<int64_t>(l.size())) {
     std::vector<double> sorted = l;
@@ -78,6 +82,9 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
   PHASOR_CHECK(std::isfinite(options.temperature) && options.temperature >= 0,
                "generate: --temperature must be a finite number >= 0, got ", options.temperature);
   PHASOR_CHECK(options.top_p > 0 && options.top_p <= 1, "generate: --top-p must be in (0, 1], got ", options.top_p);
+  PHASOR_CHECK(std::isfinite(options.repetition_penalty) && options.repetition_penalty > 0,
+               "generate: --repetition-penalty must be a finite number > 0, got ", options.repetition_penalty);
+  for (const auto& s : options.stop) PHASOR_CHECK(!s.empty(), "generate: a --stop string is empty; give at least one byte");
   // The KV cache grows with the tokens actually generated (KVCache::reserve), so
   // memory follows the output. A request past the positions a model supports
   // (models/config.h) is refused up front, before the sum below can overflow.
@@ -89,11 +96,23 @@ std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>&
   KVCache cache = model.make_cache(1, total);  // refuses a request past a 'learned' model's max_seq_len
   Generator gen(options.seed);
   std::vector<int64_t> out;
+  std::vector<char> seen(static_cast<size_t>(model.config().vocab_size), 0);
+  const auto mark = [&](int64_t t) {
+    if (t >= 0 && t < static_cast<int64_t>(seen.size())) seen[static_cast<size_t>(t)] = 1;
+  };
+  for (int64_t t : prompt) mark(t);
+  const auto stopped = [&] {
+    return std::ranges::any_of(options.stop, [&](const std::vector<int64_t>& s) {
+      return out.size() >= s.size() && std::equal(s.begin(), s.end(), out.end() - static_cast<std::ptrdiff_t>(s.size()));
+    });
+  };
   Tensor logits = model.forward(from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}), &cache);
   for (int64_t i = 0; i < options.tokens; ++i) {
-    const int64_t next = sample(logits.select(0, 0).select(0, -1), options, gen);
+    const int64_t next = sample(logits.select(0, 0).select(0, -1), options, seen, gen);
     out.push_back(next);
+    mark(next);
     if (on_token) on_token(next);
+    if (stopped()) break;
     if (i + 1 < options.tokens) logits = model.forward(from_vector(std::vector<int64_t>{next}, {1, 1}), &cache);
   }
   return out;

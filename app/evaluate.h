@@ -28,10 +28,17 @@ struct SampleOptions {
   int64_t top_k = 0;         // 0 = no cut
   double top_p = 1.0;        // nucleus: the likeliest tokens whose probabilities sum to top_p (1 = no cut)
   uint64_t seed = 0;
+  // CTRL's penalty (Keskar et al. 2019) on every token already in the prompt
+  // or the output: its logit divided by this when positive, multiplied when
+  // negative, before the temperature (1 = none; > 1 discourages repeats).
+  double repetition_penalty = 1.0;
+  // Generation ends once the output ends with one of these (which stays in the returned tokens).
+  std::vector<std::vector<int64_t>> stop;
 };
 // A prompt's tokens (one per byte); phasor::Error for a byte outside the vocabulary.
 std::vector<int64_t> encode_prompt(const std::string& text, int64_t vocab);
-// Continues `prompt` with the KV cache; `on_token` sees each new token as it is drawn.
+// Continues `prompt` with the KV cache; `on_token` sees each new token as it is
+// drawn. Ends after options.tokens tokens, or at a stop sequence.
 std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options,
                               const std::function<void(int64_t)>& on_token = nullptr);
 

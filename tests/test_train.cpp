@@ -579,6 +579,61 @@ TEST_CASE("generate streams N bytes after the prompt and is reproducible with --
   CHECK(g1.out.size() == 3 + 12 + 1);
 }
 
+TEST_CASE("generate --repetition-penalty, --stop and --prompt-file") {
+  const fs::path p = saved_model("gen_model", tiny_config(Position::ComplexFormer));
+  const std::string untimed = "generate --checkpoint " + quote(p) + " --temperature 0", greedy = untimed + " --tokens 40";
+  const Cli plain = phasor_cli(greedy + " --prompt abc");
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  // A penalty of 1 changes nothing; a strong one keeps greedy decoding off the bytes it has used (here, every byte once,
+  // as an untrained model's greedy choice otherwise repeats).
+  CHECK(phasor_cli(greedy + " --prompt abc --repetition-penalty 1").out == plain.out);
+  const Cli penalised = phasor_cli(untimed + " --prompt abc --repetition-penalty 1000 --tokens 20");
+  REQUIRE_MESSAGE(penalised.status == 0, penalised.err);
+  const std::string continuation = penalised.out.substr(3, penalised.out.size() - 4);
+  std::set<char> distinct(continuation.begin(), continuation.end());
+  CHECK_MESSAGE(distinct.size() >= continuation.size() - 1, penalised.out);  // a byte reused at most once: logits near 0 shrink little
+  CHECK(continuation.find_first_of("abc") == std::string::npos);
+  // --stop: the sample ends where it produces the text, which is not printed.
+  const std::string generated = plain.out.substr(3, plain.out.size() - 4);
+  CHECK(std::set<char>(generated.begin(), generated.end()).size() < 20);  // without the penalty greedy decoding repeats itself
+  const std::string stop = generated.substr(5, 2);
+  REQUIRE(stop.find('\0') == std::string::npos);
+  const size_t at = generated.find(stop);
+  const Cli stopped = phasor_cli(greedy + " --prompt abc --stop " + quote(stop));
+  REQUIRE_MESSAGE(stopped.status == 0, stopped.err);
+  CHECK(stopped.out == "abc" + generated.substr(0, at) + "\n");
+  const Cli never = phasor_cli(greedy + " --prompt abc --stop 'text it never writes'");
+  CHECK(never.out == plain.out);  // a stop string's first bytes, held back while they might begin it, are printed after all
+  // --prompt-file: the file's bytes are the prompt.
+  const fs::path prompt = scratch() / "prompt.txt";
+  write_bytes(prompt, "abc");
+  CHECK(phasor_cli(greedy + " --prompt-file " + quote(prompt)).out == plain.out);
+  check_clear_failure(phasor_cli(greedy + " --prompt-file " + quote(prompt) + " --prompt abc"), "give --prompt or --prompt-file, not both");
+  check_clear_failure(phasor_cli(greedy + " --prompt-file " + quote(scratch() / "missing.txt")), "missing.txt");
+  check_clear_failure(phasor_cli(greedy + " --stop ''"), "--stop '' is empty");
+}
+
+TEST_CASE("unknown flags: 'did you mean', and other tools' names (nanoGPT's --max-new-tokens) read as Phasor's") {
+  const fs::path p = saved_model("gen_model", tiny_config(Position::ComplexFormer));
+  const std::string greedy = "generate --checkpoint " + quote(p) + " --prompt abc --temperature 0";
+  const Cli own = phasor_cli(greedy + " --tokens 7");
+  const Cli nano = phasor_cli(greedy + " --max-new-tokens 7"), underscored = phasor_cli(greedy + " --max_new_tokens=7");
+  REQUIRE_MESSAGE(nano.status == 0, nano.err);
+  CHECK(nano.out == own.out);
+  CHECK(underscored.out == own.out);
+  CHECK(nano.err == "phasor: generate --max-new-tokens read as --tokens\n");
+  const Cli typo = phasor_cli(greedy + " --max-new-token 7");
+  CHECK(typo.status == 2);
+  CHECK(typo.err == "phasor: generate: unknown flag --max-new-token; did you mean --tokens? (see phasor generate --help)\n");
+  CHECK(phasor_cli(greedy + " --tokenz 7").err.find("unknown flag --tokenz; did you mean --tokens?") != std::string::npos);
+  CHECK(phasor_cli("train --max-iter 5").err.find("unknown flag --max-iter; did you mean --steps?") != std::string::npos);
+  const Cli nothing_near = phasor_cli(greedy + " --zzzzzzzz 7");
+  CHECK(nothing_near.status == 2);
+  CHECK(nothing_near.err == "phasor: generate: unknown flag --zzzzzzzz (see phasor generate --help)\n");
+  // An alias of a flag the command lacks stays unknown: eval has no --tokens.
+  CHECK(phasor_cli("eval --checkpoint " + quote(p) + " --max-new-tokens 5").err.find("unknown flag --max-new-tokens") != std::string::npos);
+}
+
 TEST_CASE("generate --top-p, --num-samples and an empty prompt") {
   const fs::path p = saved_model("gen_model", tiny_config(Position::ComplexFormer));
   const std::string base = "generate --checkpoint " + quote(p) + " --prompt abc --tokens 30 --temperature 1.0 --seed 5";

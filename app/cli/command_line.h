@@ -77,6 +77,8 @@ class CommandLine {
   const Flags& flags(size_t index) const { return flags_.at(index); }
 
  private:
+  CLI::App* command_named(const std::string& name) const;  // null when no command has that name
+
   std::unique_ptr<CLI::App> app_;
   std::vector<CLI::App*> commands_;
   std::deque<Flags> flags_;  // a deque: the references add_command returned stay valid

@@ -1,4 +1,5 @@
 // `phasor generate`: continue a prompt with a checkpoint, streaming the text to stdout.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "app/cli/standard_output.h"
 #include "app/evaluate.h"
 #include "models/model_io.h"
+#include "nn/atomic_file.h"
+#include "tensor/error.h"
 
 namespace phasor::cli {
 
@@ -29,11 +32,23 @@ class Generate final : public Command {
     flags.option("--num-samples", samples_, "samples to draw, the i-th (from 0) with seed S + i, each after a header line when N > 1 (default 1)")
         .within(int64_t{1}, int64_t{10'000});
     flags.option("--seed", sample_.seed, "seed of the sampling (default 0)");
+    flags.option("--repetition-penalty", sample_.repetition_penalty,
+                 "divide the logit of every token already in the prompt or output by R (multiply when negative); 1: none, > 1 discourages repeats")
+        .finite_within(1e-3, 1000);
+    flags.option("--stop", stops_, "end a sample where it produces this text (not printed); several may be given");
+    flags.option("--prompt-file", prompt_file_, "read the prompt from this file (its bytes as they are; instead of --prompt)");
     precision_.add(flags);
     scaling_.add(flags);
   }
 
-  int run(const Flags&) override {
+  int run(const Flags& flags) override {
+    PHASOR_CHECK(prompt_file_.empty() || flags.count("--prompt") == 0, "generate: give --prompt or --prompt-file, not both");
+    if (!prompt_file_.empty()) prompt_ = read_file_bytes(prompt_file_, uint64_t{1} << 24, "16 MiB for a prompt");
+    for (const std::string& s : stops_) {
+      PHASOR_CHECK(!s.empty(), "generate: --stop '' is empty; give the text a sample ends at");
+      sample_.stop.emplace_back(s.begin(), s.end());
+      for (int64_t& byte : sample_.stop.back()) byte = static_cast<unsigned char>(byte);
+    }
     const nn::PrecisionScope precision(precision_.value());
     const auto model = load_model(checkpoint_);
     model->set_position_scaling(scaling_.over(model->position_scaling()));
@@ -52,11 +67,17 @@ class Generate final : public Command {
         }
         echoed = true;
       };
+      // Bytes that may begin a --stop string wait until they do not (or the string completes, and is dropped).
+      std::string held;
       generate(*model, ids, sample, [&](int64_t t) {
         echo_prompt();
-        std::fputc(static_cast<int>(t), stdout);
+        held.push_back(static_cast<char>(t));
+        const size_t printable = held.size() - ending_stop_prefix(held);
+        std::fwrite(held.data(), 1, printable, stdout);
+        held.erase(0, printable);
         check_stdout();  // a full disk or a closed pipe stops the generation
       });
+      std::fwrite(held.data(), 1, held.size() - stop_at_end(held), stdout);
       echo_prompt();
       std::fputc('\n', stdout);
     }
@@ -64,9 +85,28 @@ class Generate final : public Command {
   }
 
  private:
+  // The length of the --stop string `text` ends with (0: none).
+  size_t stop_at_end(const std::string& text) const {
+    for (const std::string& s : stops_)
+      if (text.ends_with(s)) return s.size();
+    return 0;
+  }
+  // The length of the longest end of `text` that begins (or is) a --stop string: what must not be printed yet.
+  size_t ending_stop_prefix(const std::string& text) const {
+    size_t longest = 0;
+    for (const std::string& s : stops_)
+      for (size_t n = std::min(s.size(), text.size()); n > longest; --n)
+        if (text.compare(text.size() - n, n, s, 0, n) == 0) {
+          longest = n;
+          break;
+        }
+    return longest;
+  }
+
   PrecisionFlag precision_;
   ScalingFlags scaling_;
-  std::string checkpoint_, prompt_;
+  std::string checkpoint_, prompt_, prompt_file_;
+  std::vector<std::string> stops_;
   SampleOptions sample_;
   int64_t samples_ = 1;
 };
