@@ -1040,11 +1040,12 @@ void run_sweep(const SweepPlan& requested, const std::string& out_dir, const std
   const StopSignals stop_signals;
   const std::string plan_path = out_dir + "/plan.json";
   // A rerun may grow the folder's plan (more seeds, lengths, tasks or variants); anything else is a conflict.
-  const SweepPlan plan = fs::exists(plan_path) ? grow_sweep_plan(read_sweep_plan(out_dir), requested, out_dir) : requested;
-  if (!fs::exists(plan_path) || read_sweep_json(plan_path) != to_json(plan)) {
-    if (fs::exists(plan_path)) std::fprintf(stderr, "sweep: the plan in %s grows to %zu cells (the done ones kept)\n", out_dir.c_str(), sweep_cells(plan).size());
-    write_text_atomically(plan_path, to_json(plan).dump(2) + "\n");
-  }
+  const std::optional<SweepPlan> existing = fs::exists(plan_path) ? std::optional(read_sweep_plan(out_dir)) : std::nullopt;
+  const SweepPlan plan = existing ? grow_sweep_plan(*existing, requested, out_dir) : requested;
+  if (existing && (sweep_cells(plan).size() != sweep_cells(*existing).size() || plan.eval_lengths != existing->eval_lengths))
+    std::fprintf(stderr, "sweep: the plan in %s grows from %zu to %zu cells, %zu to %zu evaluation lengths (the done cells kept)\n",
+                 out_dir.c_str(), sweep_cells(*existing).size(), sweep_cells(plan).size(), existing->eval_lengths.size(), plan.eval_lengths.size());
+  if (!existing || to_json(plan) != to_json(*existing)) write_text_atomically(plan_path, to_json(plan).dump(2) + "\n");
 
   const std::vector<SweepCell> cells = sweep_cells(plan);
   std::vector<SweepCell> todo;
