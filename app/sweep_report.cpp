@@ -149,6 +149,15 @@ void write_main_table(std::ostream& md, const Results& r) {
   md << "\n";
 }
 
+// Series at the same lengths, each moved sideways by a few hundredths of an
+// octave so that their error bars do not cover each other.
+std::vector<LineSeries> spread_sideways(std::vector<LineSeries> series) {
+  const double n = static_cast<double>(series.size());
+  for (size_t i = 0; i < series.size(); ++i)
+    for (auto& point : series[i].points) point.first *= std::exp2(0.04 * (static_cast<double>(i) - (n - 1) / 2));
+  return series;
+}
+
 // One pair of tables per task evaluated past the training length: each
 // variant (and each of its context extensions) per length, then its paired
 // difference from rope per length. The plots (loss with its standard error,
@@ -209,11 +218,11 @@ void write_long_context(std::ostream& md, const Results& r, const std::string& o
       const std::string trained = " (trained at " + std::to_string(p.seq_len()) + ")";
       write_text_atomically(out_dir + "/long_context.svg",
                             line_chart_svg("Loss against evaluation length on " + task + trained + ", ± standard error over seeds",
-                                           losses, "evaluation length (tokens)", "loss (nats/byte)", svg::XScale::Log2));
+                                           spread_sideways(losses), "evaluation length (tokens)", "loss (nats/byte)", svg::XScale::Log2));
       md << "\n![loss against evaluation length](long_context.svg)\n";
       if (!differences.empty()) {
         write_text_atomically(out_dir + "/long_context_difference.svg",
-                              line_chart_svg("Variant − rope on " + task + trained + ", paired over seeds, 95% interval", differences,
+                              line_chart_svg("Variant − rope on " + task + trained + ", paired over seeds, 95% interval", spread_sideways(differences),
                                              "evaluation length (tokens)", "variant − rope (nats/byte)", svg::XScale::Log2));
         md << "\n![variant − rope against evaluation length, 95% intervals](long_context_difference.svg)\n";
       }
