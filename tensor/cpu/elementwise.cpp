@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tensor/cpu/backend.h"
+#include "tensor/cpu/complex_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/bfloat16.h"
 #include "tensor/random.h"
@@ -60,6 +61,7 @@ void CpuBackend::fill(const Tensor& dst, c128 value) {
 }
 
 void CpuBackend::unary(Unary op, const Tensor& out, const Tensor& x) {
+  if (complex64_unary(op, out, x)) return;  // abs, angle, exp of complex64, vectorised (tensor/cpu/complex_math.h)
   dispatch(x.dtype(), [&]<class T>() {
     using R = real_of<T>;
     if constexpr (std::is_same_v<T, bool>) {
@@ -82,6 +84,7 @@ void CpuBackend::unary(Unary op, const Tensor& out, const Tensor& x) {
 }
 
 void CpuBackend::binary(Binary op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (complex64_binary(op, out, a, b)) return;  // complex64 division, vectorised (tensor/cpu/complex_math.h)
   dispatch(out.dtype(), [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>) {
       switch (op) {
