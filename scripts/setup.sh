@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake                  # compiler and build (dpkg-dev's dpkg-shlibdeps: the .deb's dependencies)
   file                                   # CPack's DEB generator inspects the binaries with it (ctest package_consumer)
+  jq                                     # bench/compare_libtorch reads its JSON lines with it (ctest compare_libtorch_refuses)
   libopenblas-dev libopenblas0-pthread   # CPU GEMM (LibTorch uses it too: without it, a slow reference BLAS)
   libdnnl-dev ocl-icd-opencl-dev         # oneDNN: float32 GEMMs (tensor/cpu/onednn_gemm.h); its CMake package needs OpenCL's
   doctest-dev libbenchmark-dev           # tests and micro-benchmarks
@@ -23,7 +24,7 @@ packages=(
 # package above that stops providing one fails here, by name, instead of as one
 # test failing in CI (a missing `file` once failed ctest package_consumer only
 # on fresh machines).
-commands=(cmake cpack ctest g++ clang++ file dpkg-deb dpkg-shlibdeps mpirun bible python3)
+commands=(cmake cpack ctest g++ clang++ file dpkg-deb dpkg-shlibdeps mpirun bible python3 jq)
 
 check_commands() {
   local absent=()
